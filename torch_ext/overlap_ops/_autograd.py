@@ -1,0 +1,63 @@
+"""Autograd for overlap_ops::grouped_mm, built on the same grouped kernels.
+
+Every gradient is one more grouped_mm in another layout, so backward keeps
+the offsets on the device and never synchronises. The kernels accept any
+strides, so expanded or zero-stride gradients need no copy here.
+
+Layout     grad_self                         grad_mat2
+2d x 3d    g (sM,N)  x b^T (G,N,K) 2d x 3d   a^T (K,sM) x g (sM,N) 2d x 2d
+3d x 2d    g (M,sN)  x b^T (sN,K)  2d x 2d   a^T (G,K,M) x g (M,sN) 3d x 2d
+2d x 2d    g (G,M,N) x b^T (N,sK)  3d x 2d   a^T (sK,M) x g (G,M,N) 2d x 3d
+3d x 3d    g x b^T   batched                 a^T x g   batched
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+_grouped_mm = torch.ops.overlap_ops.grouped_mm
+
+
+def _bias_grad(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor,
+               offs: Optional[torch.Tensor]) -> torch.Tensor:
+    """Per-group sum of the output rows, (G, N), accumulated in float32."""
+    if a.dim() == 2 and b.dim() == 3:
+        # Sum over each group's rows = ones (1, sum M) @ grad, grouped along K.
+        ones = grad.new_ones((1, grad.shape[0]))
+        acc_dtype = torch.float32 if grad.dtype != torch.float32 else None
+        return _grouped_mm(ones, grad, offs, None, acc_dtype).squeeze(1)
+    return grad.sum(dim=1, dtype=torch.float32)
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    a, b, offs, bias, _ = inputs
+    ctx.save_for_backward(a, b, offs)
+    ctx.bias_dtype = None if bias is None else bias.dtype
+
+
+def _backward(ctx: Any, grad: torch.Tensor):
+    a, b, offs = ctx.saved_tensors
+    grad = grad.to(a.dtype)
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    grad_a = grad_b = grad_bias = None
+    if a.dim() == 2 and b.dim() == 3:
+        grad_a = _grouped_mm(grad, b.transpose(-2, -1), offs) if need_a else None
+        grad_b = _grouped_mm(a.t(), grad, offs) if need_b else None
+    elif a.dim() == 3 and b.dim() == 2:
+        grad_a = _grouped_mm(grad, b.t(), offs) if need_a else None
+        grad_b = _grouped_mm(a.transpose(-2, -1), grad, offs) if need_b else None
+    elif a.dim() == 2 and b.dim() == 2:
+        grad_a = _grouped_mm(grad, b.t(), offs) if need_a else None
+        grad_b = _grouped_mm(a.t(), grad, offs) if need_b else None
+    else:
+        grad_a = _grouped_mm(grad, b.transpose(-2, -1)) if need_a else None
+        grad_b = _grouped_mm(a.transpose(-2, -1), grad) if need_b else None
+    if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
+        grad_bias = _bias_grad(a, b, grad, offs).to(ctx.bias_dtype)
+    return grad_a, grad_b, None, grad_bias, None
+
+
+torch.library.register_autograd(
+    "overlap_ops::grouped_mm", _backward, setup_context=_setup_context)

@@ -1,0 +1,156 @@
+"""Builds overlap_ops._C from the canonical sources in ../aten.
+
+CPU sources always build. CUDA sources build when torch is a CUDA build and
+nvcc is found (CUDA_HOME), unless OVERLAP_OPS_CUDA=0; OVERLAP_OPS_CUDA=1 makes
+a missing toolkit an error instead of a silent CPU-only build.
+
+Environment:
+  OVERLAP_OPS_CUDA      auto (default) | 0 | 1
+  OVERLAP_OPS_ARCHS     CUDA targets, default "90a;80" (sm_90a SASS for the
+                        Hopper kernels, sm_80 SASS + compute_80 PTX for the
+                        SM80 path)
+  CUTLASS_INCLUDE_DIR   CUTLASS headers; default: the nvidia-cutlass wheel
+  MAX_JOBS              parallel compile jobs (ninja)
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+import torch
+from torch.utils import cpp_extension
+
+ROOT = Path(__file__).resolve().parent
+REPO = ROOT.parent
+ATEN = REPO / "aten" / "src"
+
+SUPPORTED_TORCH = ((2, 11), (2, 14))
+
+
+def _torch_minor() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _warn_unsupported_torch() -> None:
+    low, high = SUPPORTED_TORCH
+    if not low <= _torch_minor() <= high:
+        print(
+            f"overlap_ops: warning: torch {torch.__version__} is outside the "
+            f"supported range {low[0]}.{low[1]} to {high[0]}.{high[1]}",
+            file=sys.stderr,
+        )
+
+
+def _want_cuda() -> bool:
+    mode = os.environ.get("OVERLAP_OPS_CUDA", "auto").lower()
+    have_nvcc = cpp_extension.CUDA_HOME is not None and Path(
+        cpp_extension.CUDA_HOME, "bin", "nvcc").exists()
+    have = torch.version.cuda is not None and have_nvcc
+    if mode in ("0", "off", "no"):
+        return False
+    if mode in ("1", "on", "yes") and not have:
+        raise SystemExit(
+            "overlap_ops: OVERLAP_OPS_CUDA=1 but no CUDA build is possible: "
+            f"torch.version.cuda={torch.version.cuda}, "
+            f"CUDA_HOME={cpp_extension.CUDA_HOME} (set CUDA_HOME to a toolkit "
+            "with bin/nvcc)")
+    return have
+
+
+def _rel(paths: list[str]) -> list[str]:
+    # setuptools wants paths relative to setup.py's directory.
+    return sorted(os.path.relpath(p, ROOT) for p in paths)
+
+
+def _cpu_sources() -> list[str]:
+    found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
+    # Files under a cuda/ or hip/ folder need the toolkit.
+    portable = [p for p in found
+                if "/cuda/" not in p and "/hip/" not in p]
+    return _rel(portable) + _rel([str(ROOT / "csrc" / "Register.cpp"),
+                                  str(ROOT / "csrc" / "Module.cpp")])
+
+
+def _cuda_sources() -> list[str]:
+    cuda_dirs = [ATEN / "ATen" / "cuda", ATEN / "ATen" / "native" / "cuda"]
+    found: list[str] = []
+    for d in cuda_dirs:
+        found += glob.glob(str(d / "*.cu")) + glob.glob(str(d / "*.cpp"))
+    return _rel(found)
+
+
+def _wheel_cuda_dirs() -> tuple[list[str], list[str]]:
+    """cuBLAS & co. headers/libs that ship with the torch CUDA wheel."""
+    site = Path(torch.__file__).resolve().parent.parent / "nvidia"
+    includes, libs = [], []
+    for sub in ("cu13", "cu12"):
+        if (site / sub / "include").is_dir():
+            includes.append(str(site / sub / "include"))
+            libs.append(str(site / sub / "lib"))
+    for header_dir in glob.glob(str(site / "*" / "include")):
+        includes.append(header_dir)
+    return includes, libs
+
+
+def _cutlass_includes() -> list[str]:
+    explicit = os.environ.get("CUTLASS_INCLUDE_DIR")
+    if explicit:
+        return [explicit]
+    try:
+        import cutlass_library  # from the nvidia-cutlass wheel
+    except ImportError as exc:
+        raise SystemExit(
+            "overlap_ops: the CUDA build needs CUTLASS headers: "
+            "pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR") from exc
+    src = Path(cutlass_library.__file__).resolve().parent / "source"
+    return [str(src / "include"), str(src / "tools" / "util" / "include")]
+
+
+def _gencode_flags() -> list[str]:
+    flags = []
+    for arch in os.environ.get("OVERLAP_OPS_ARCHS", "90a;80").split(";"):
+        arch = arch.strip()
+        if not arch:
+            continue
+        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
+        if arch == "80":
+            # PTX too, so the SM80 path JITs on any newer GPU (H200 included).
+            flags.append("-gencode=arch=compute_80,code=compute_80")
+    return flags
+
+
+def _extension():
+    cxx = ["-O3"]  # cpp_extension picks the C++ standard torch needs
+    include_dirs = [str(ATEN)]
+    if not _want_cuda():
+        print("overlap_ops: building CPU-only (no CUDA torch or no nvcc)")
+        return cpp_extension.CppExtension(
+            "overlap_ops._C", _cpu_sources(), include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx})
+    print("overlap_ops: building CPU + CUDA kernels")
+    wheel_inc, wheel_lib = _wheel_cuda_dirs()
+    nvcc = ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
+            "--expt-extended-lambda", "-DOVERLAP_OPS_WITH_CUDA",
+            "-DCUTLASS_ENABLE_GDC_FOR_SM90=1"] + _gencode_flags()
+    return cpp_extension.CUDAExtension(
+        "overlap_ops._C", _cpu_sources() + _cuda_sources(),
+        include_dirs=include_dirs + wheel_inc + _cutlass_includes(),
+        library_dirs=wheel_lib,
+        extra_compile_args={"cxx": cxx + ["-DOVERLAP_OPS_WITH_CUDA"],
+                            "nvcc": nvcc},
+    )
+
+
+_warn_unsupported_torch()
+setup(
+    packages=["overlap_ops"],
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(
+        use_ninja=True)},
+)
