@@ -68,20 +68,23 @@ def _rel(paths: list[str]) -> list[str]:
     return sorted(os.path.relpath(p, ROOT) for p in paths)
 
 
+def _needs_toolkit(path: str) -> bool:
+    # Host code that includes CUDA/HIP headers is named *CUDA.cpp / *HIP.cpp
+    # or lives in native/cuda/; every other .cpp is portable host code.
+    return ("/native/cuda/" in path or path.endswith("CUDA.cpp")
+            or path.endswith("HIP.cpp"))
+
+
 def _cpu_sources() -> list[str]:
     found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
-    # Files under a cuda/ or hip/ folder need the toolkit.
-    portable = [p for p in found
-                if "/cuda/" not in p and "/hip/" not in p]
-    return _rel(portable) + _rel([str(ROOT / "csrc" / "Register.cpp"),
-                                  str(ROOT / "csrc" / "Module.cpp")])
+    shim = glob.glob(str(ROOT / "csrc" / "*.cpp"))
+    return _rel([p for p in found if not _needs_toolkit(p)] + shim)
 
 
 def _cuda_sources() -> list[str]:
-    cuda_dirs = [ATEN / "ATen" / "cuda", ATEN / "ATen" / "native" / "cuda"]
-    found: list[str] = []
-    for d in cuda_dirs:
-        found += glob.glob(str(d / "*.cu")) + glob.glob(str(d / "*.cpp"))
+    found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
+    found = [p for p in found if _needs_toolkit(p) and not p.endswith("HIP.cpp")]
+    found += glob.glob(str(ATEN / "ATen" / "**" / "*.cu"), recursive=True)
     return _rel(found)
 
 
