@@ -1,0 +1,351 @@
+# Owner(s): ["module: linear algebra"]
+"""Tests for the _grouped_mm contract (DESIGN.md), CPU and CUDA.
+
+Runs against the overlap_ops extension (torch.ops.overlap_ops.grouped_mm and
+torch._grouped_mm routed to it). CUDA tests are generated only when a GPU is
+present and skip when the extension was built without its CUDA kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from torch.testing._internal.common_device_type import (
+    dtypes,
+    instantiate_device_type_tests,
+    onlyCPU,
+    onlyCUDA,
+)
+from torch.testing._internal.common_utils import parametrize, run_tests, TestCase
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grouped_mm_reference import (  # noqa: E402
+    assert_matches_reference,
+    group_sizes,
+    make_offsets,
+    POISON,
+    reference_grouped_mm,
+    tolerance,
+)
+
+import overlap_ops  # noqa: E402
+
+HAS_CUDA_KERNELS = overlap_ops.has_cuda_kernels()
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    return torch.ops.overlap_ops.grouped_mm(a, b, offs, bias, out_dtype)
+
+
+def _randn(*shape, device, dtype, transposed=False):
+    """Random data (never zeros); optionally a transposed (column-major) view."""
+    if transposed:
+        return torch.randn(*shape[:-2], shape[-1], shape[-2], device=device,
+                           dtype=dtype).transpose(-2, -1)
+    return torch.randn(*shape, device=device, dtype=dtype)
+
+
+def _poison_allocator(shape, device, dtype):
+    """Leaves a NaN-filled block in the caching allocator, so an output that
+    reuses it shows every element the kernel forgot to write."""
+    if torch.device(device).type == "cuda":
+        torch.full(shape, POISON, device=device, dtype=dtype)
+
+
+class TestGroupedMM(TestCase):
+    def setUp(self):
+        super().setUp()
+        if self.device_type == "cuda" and not HAS_CUDA_KERNELS:
+            self.skipTest("overlap_ops was built without its CUDA kernels")
+
+    def _run_and_check(self, a, b, offs=None, bias=None, out_dtype=None):
+        out_shape = reference_grouped_mm(a, b, offs, bias).shape
+        _poison_allocator(out_shape, a.device, out_dtype or a.dtype)
+        out = _grouped_mm(a, b, offs, bias, out_dtype)
+        self.assertEqual(out.dtype, out_dtype or a.dtype)
+        self.assertEqual(out.device, a.device)
+        ref = reference_grouped_mm(a, b, offs, bias)
+        assert_matches_reference(self, out, ref, a.dim(), b.dim(), offs,
+                                 tolerance(a.dtype, self.device_type))
+        return out
+
+    @dtypes(*DTYPES)
+    @parametrize("dist", ["balanced", "skewed", "sparse", "empty_ends"])
+    @parametrize("offs_dtype", [torch.int32, torch.int64])
+    @parametrize("a_transposed", [False, True])
+    @parametrize("b_transposed", [False, True])
+    def test_grouped_gemm_2d_3d(self, device, dtype, dist, offs_dtype,
+                                a_transposed, b_transposed):
+        groups, k, n = 6, 40, 24
+        sizes = group_sizes(dist, 90, groups)
+        a = _randn(sum(sizes) + 7, k, device=device, dtype=dtype,
+                   transposed=a_transposed)  # 7 tail rows past offs[-1]
+        b = _randn(groups, k, n, device=device, dtype=dtype,
+                   transposed=b_transposed)
+        self._run_and_check(a, b, make_offsets(sizes, device, offs_dtype))
+
+    @dtypes(*DTYPES)
+    @parametrize("dist", ["balanced", "skewed", "sparse"])
+    @parametrize("a_transposed", [False, True])
+    @parametrize("b_transposed", [False, True])
+    def test_grouped_gemm_3d_2d(self, device, dtype, dist, a_transposed,
+                                b_transposed):
+        groups, m, k = 5, 33, 48
+        sizes = group_sizes(dist, 70, groups)
+        a = _randn(groups, m, k, device=device, dtype=dtype,
+                   transposed=a_transposed)
+        b = _randn(k, sum(sizes) + 5, device=device, dtype=dtype,
+                   transposed=b_transposed)
+        self._run_and_check(a, b, make_offsets(sizes, device))
+
+    @dtypes(*DTYPES)
+    @parametrize("dist", ["balanced", "skewed", "sparse", "empty_ends"])
+    @parametrize("a_transposed", [False, True])
+    @parametrize("b_transposed", [False, True])
+    def test_grouped_gemm_2d_2d(self, device, dtype, dist, a_transposed,
+                                b_transposed):
+        groups, m, n = 7, 24, 40
+        sizes = group_sizes(dist, 100, groups)
+        a = _randn(m, sum(sizes) + 3, device=device, dtype=dtype,
+                   transposed=a_transposed)
+        b = _randn(sum(sizes) + 3, n, device=device, dtype=dtype,
+                   transposed=b_transposed)
+        out = self._run_and_check(a, b, make_offsets(sizes, device))
+        for g, size in enumerate(sizes):
+            if size == 0:  # k = 0 groups give exact zeros
+                self.assertTrue(bool((out[g] == 0).all()), f"group {g}")
+
+    @dtypes(*DTYPES)
+    @parametrize("a_transposed", [False, True])
+    @parametrize("b_transposed", [False, True])
+    def test_grouped_gemm_3d_3d(self, device, dtype, a_transposed,
+                                b_transposed):
+        a = _randn(4, 20, 36, device=device, dtype=dtype,
+                   transposed=a_transposed)
+        b = _randn(4, 36, 28, device=device, dtype=dtype,
+                   transposed=b_transposed)
+        self._run_and_check(a, b)
+
+    @dtypes(*DTYPES)
+    @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
+    @parametrize("out_fp32", [False, True])
+    def test_bias_and_out_dtype(self, device, dtype, layout, out_fp32):
+        if out_fp32 and dtype == torch.float32:
+            self.skipTest("out_dtype=float32 is the default for float32")
+        groups, m, k, n = 4, 18, 32, 20
+        sizes = group_sizes("skewed", 60, groups)
+        offs = make_offsets(sizes, device)
+        out_dtype = torch.float32 if out_fp32 else None
+        bias = torch.randn(groups, n, device=device, dtype=dtype)
+        if layout == "2d_3d":
+            a = _randn(60, k, device=device, dtype=dtype)
+            b = _randn(groups, k, n, device=device, dtype=dtype)
+        elif layout == "2d_2d":
+            a = _randn(m, 60, device=device, dtype=dtype)
+            b = _randn(60, n, device=device, dtype=dtype)
+        else:
+            a = _randn(groups, m, k, device=device, dtype=dtype)
+            b = _randn(groups, k, n, device=device, dtype=dtype)
+            offs = None
+        self._run_and_check(a, b, offs, bias, out_dtype)
+
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_grouped_gemm_more_than_1024_groups(self, device, dtype):
+        groups, k, n = 1100, 16, 8
+        sizes = [(g * 7) % 5 for g in range(groups)]  # includes empty groups
+        a = _randn(sum(sizes), k, device=device, dtype=dtype)
+        b = _randn(groups, k, n, device=device, dtype=dtype)
+        self._run_and_check(a, b, make_offsets(sizes, device))
+
+    @dtypes(torch.bfloat16)
+    def test_grouped_gemm_odd_strides(self, device, dtype):
+        groups, k, n = 3, 24, 16
+        sizes = [5, 0, 9]
+        # Every other column of a wider matrix, and an expanded weight.
+        a = _randn(14, 2 * k, device=device, dtype=dtype)[:, ::2]
+        b = _randn(1, k, n, device=device, dtype=dtype).expand(groups, k, n)
+        self._run_and_check(a, b, make_offsets(sizes, device))
+
+    @dtypes(torch.float32)
+    def test_empty_operands(self, device, dtype):
+        # No rows at all, and all groups empty.
+        a = _randn(0, 8, device=device, dtype=dtype)
+        b = _randn(3, 8, 4, device=device, dtype=dtype)
+        out = _grouped_mm(a, b, make_offsets([0, 0, 0], device))
+        self.assertEqual(out.shape, (0, 4))
+        a = _randn(6, 8, device=device, dtype=dtype)
+        self._run_and_check(a, b, make_offsets([0, 0, 0], device))
+
+    @dtypes(torch.bfloat16)
+    def test_opcheck(self, device, dtype):
+        sizes = [3, 0, 5]
+        offs = make_offsets(sizes, device)
+        cases = [
+            (_randn(8, 16, device=device, dtype=dtype),
+             _randn(3, 16, 8, device=device, dtype=dtype), offs, None, None),
+            (_randn(3, 8, 16, device=device, dtype=dtype),
+             _randn(16, 8, device=device, dtype=dtype), offs, None, None),
+            (_randn(8, 8, device=device, dtype=dtype),
+             _randn(8, 16, device=device, dtype=dtype), offs,
+             torch.randn(3, 16, device=device, dtype=dtype), torch.float32),
+        ]
+        for a, b, o, bias, out_dtype in cases:
+            torch.library.opcheck(torch.ops.overlap_ops.grouped_mm.default,
+                                  (a, b, o, bias, out_dtype))
+
+    @dtypes(torch.float32)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_backward_matches_reference(self, device, dtype, layout):
+        sizes = [4, 0, 7, 3]
+        groups = len(sizes)
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 2  # a tail that must get zero gradient
+        shapes = {
+            "2d_3d": ((total, 12), (groups, 12, 10)),
+            "3d_2d": ((groups, 9, 12), (12, total)),
+            "2d_2d": ((9, total), (total, 10)),
+            "3d_3d": ((groups, 9, 12), (groups, 12, 10)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        with_bias = layout in ("2d_3d", "2d_2d", "3d_3d")
+        a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
+        b = _randn(*shapes[1], device=device, dtype=dtype).requires_grad_()
+        bias = (torch.randn(groups, shapes[1][-1], device=device, dtype=dtype)
+                .requires_grad_() if with_bias else None)
+        out = _grouped_mm(a, b, offs, bias)
+        # sum() gives an expanded, zero-stride gradient: upstream fails here.
+        (out * 1.5).sum().backward()
+
+        a64 = a.detach().cpu().double().requires_grad_()
+        b64 = b.detach().cpu().double().requires_grad_()
+        bias64 = (bias.detach().cpu().double().requires_grad_()
+                  if with_bias else None)
+        (reference_grouped_mm_autograd(a64, b64, offs, bias64) * 1.5).sum() \
+            .backward()
+        tol = tolerance(dtype, self.device_type)
+        for got, want in ((a.grad, a64.grad), (b.grad, b64.grad)) + (
+                ((bias.grad, bias64.grad),) if with_bias else ()):
+            self.assertFalse(got.isnan().any().item())
+            err = ((got.cpu().double() - want).norm() / want.norm()).item()
+            self.assertLessEqual(err, tol)
+
+    @dtypes(torch.float32)
+    def test_route_torch_grouped_mm(self, device, dtype):
+        a = _randn(10, 8, device=device, dtype=dtype)
+        b = _randn(3, 8, 4, device=device, dtype=dtype)
+        bad = torch.tensor([4, 2, 10], device=device, dtype=torch.int32)
+        with overlap_ops.routed_torch_grouped_mm(), \
+                overlap_ops.checked_offsets():
+            # Our validation message shows the call reached our kernel.
+            with self.assertRaisesRegex(RuntimeError, r"non-decreasing \(group 1\)"):
+                torch._grouped_mm(a, b, bad)
+            offs = make_offsets([4, 0, 5], device)
+            out = torch._grouped_mm(a, b, offs)
+        ref = reference_grouped_mm(a, b, offs)
+        assert_matches_reference(self, out, ref, 2, 3, offs,
+                                 tolerance(dtype, self.device_type))
+        self.assertFalse(overlap_ops.route_torch_grouped_mm(False))
+
+    @onlyCPU
+    def test_bad_offsets_name_the_group(self, device):
+        a = torch.randn(10, 8)
+        b = torch.randn(3, 8, 4)
+        cases = {
+            (4, 2, 10): "offs[1] = 2 is less than offs[0] = 4; offsets must "
+                        "be non-decreasing (group 1)",
+            (4, 6, 11): "offs[2] = 11 is past the end of the grouped dimension "
+                        "(size 10) (group 2)",
+            (-1, 6, 9): "offs[0] = -1 is negative (group 0)",
+        }
+        for values, message in cases.items():
+            offs = torch.tensor(values, dtype=torch.int32)
+            with self.assertRaises(RuntimeError) as ctx:
+                _grouped_mm(a, b, offs)
+            self.assertIn(message, str(ctx.exception))
+
+    @onlyCPU
+    def test_validation_messages(self, device):
+        a = torch.randn(10, 8)
+        b = torch.randn(3, 8, 4)
+        offs = torch.tensor([2, 5, 10], dtype=torch.int32)
+
+        def message(*args):
+            with self.assertRaises(RuntimeError) as ctx:
+                _grouped_mm(*args)
+            return str(ctx.exception).split("\n")[0]
+
+        self.assertExpectedInline(
+            message(torch.randn(2, 3, 4, 5), b, offs),
+            """grouped_mm: self must be a 2d or 3d tensor, got a 4d tensor of shape [2, 3, 4, 5]""")
+        self.assertExpectedInline(
+            message(a.double(), b.double(), offs),
+            """grouped_mm: self must be bfloat16, float16 or float32, got Double""")
+        self.assertExpectedInline(
+            message(a, b.half(), offs),
+            """grouped_mm: mat2 must have the same dtype as self (Float), got Half""")
+        self.assertExpectedInline(
+            message(a, torch.randn(3, 9, 4), offs),
+            """grouped_mm: contraction sizes differ for the 2d x 3d layout: self [10, 8] has K = 8 but mat2 [3, 9, 4] has K = 9""")
+        self.assertExpectedInline(
+            message(a, b),
+            """grouped_mm: offs is required for the 2d x 3d layout (1-D int32 cumulative end offsets on cpu)""")
+        self.assertExpectedInline(
+            message(a, b, offs[:2]),
+            """grouped_mm: offs must have one entry per group (3 for the 2d x 3d layout), got 2""")
+        self.assertExpectedInline(
+            message(a, b, offs.float()),
+            """grouped_mm: offs must be int32 (or int64), got Float""")
+        self.assertExpectedInline(
+            message(a, b, offs.view(3, 1)),
+            """grouped_mm: offs must be 1-D, got shape [3, 1]""")
+        self.assertExpectedInline(
+            message(torch.randn(3, 4, 8), b, offs),
+            """grouped_mm: offs must be None for the batched 3d x 3d layout""")
+        self.assertExpectedInline(
+            message(a, b, offs, None, torch.float16),
+            """grouped_mm: out_dtype must be None, Float or (for bfloat16/float16 inputs) Float, got Half""")
+        self.assertExpectedInline(
+            message(a, b, offs, torch.randn(3, 5)),
+            """grouped_mm: bias must have shape (G, N) = (3, 4), got [3, 5]""")
+        self.assertExpectedInline(
+            message(torch.randn(3, 4, 8), torch.randn(8, 10), offs,
+                    torch.randn(3, 4)),
+            """grouped_mm: bias is not supported for the 3d x 2d layout, where each group owns different output columns; add it to the output instead""")
+
+    @onlyCPU
+    def test_checked_offsets_switch(self, device):
+        with overlap_ops.checked_offsets(True):
+            self.assertTrue(torch.ops.overlap_ops._checked_offsets())
+            with overlap_ops.checked_offsets(False):
+                self.assertFalse(torch.ops.overlap_ops._checked_offsets())
+            self.assertTrue(torch.ops.overlap_ops._checked_offsets())
+
+
+def reference_grouped_mm_autograd(a, b, offs, bias):
+    """Differentiable float64 reference (same math as reference_grouped_mm)."""
+    ends = [] if offs is None else offs.cpu().tolist()
+    starts = [0] + ends[:-1]
+    if a.dim() == 2 and b.dim() == 3:
+        pieces = [a[s:e] @ b[g] + (bias[g] if bias is not None else 0)
+                  for g, (s, e) in enumerate(zip(starts, ends))]
+        tail = a[ends[-1]:] @ b[0] * 0
+        return torch.cat(pieces + [tail])
+    if a.dim() == 3 and b.dim() == 2:
+        pieces = [a[g] @ b[:, s:e] for g, (s, e) in enumerate(zip(starts, ends))]
+        return torch.cat(pieces + [a[0] @ b[:, ends[-1]:] * 0], dim=1)
+    if a.dim() == 2 and b.dim() == 2:
+        return torch.stack([
+            a[:, s:e] @ b[s:e] + (bias[g] if bias is not None else 0)
+            for g, (s, e) in enumerate(zip(starts, ends))])
+    out = a @ b
+    return out + bias.unsqueeze(1) if bias is not None else out
+
+
+instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()
