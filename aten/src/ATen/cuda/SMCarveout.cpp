@@ -1,0 +1,27 @@
+// Portable part of the SM-carveout policy: no CUDA headers, so it builds and
+// is tested on CPU-only machines.
+
+#include <ATen/cuda/SMCarveout.h>
+
+#include <ATen/Context.h>
+#include <c10/util/Exception.h>
+
+namespace at::cuda {
+
+int64_t requested_sm_carveout() {
+  const std::optional<int32_t> k =
+      at::globalContext()._SMCarveout_EXPERIMENTAL();
+  return k.has_value() ? *k : 0;
+}
+
+int64_t sm_count_after_carveout(int64_t total_sms, int64_t carveout) {
+  TORCH_CHECK(
+      total_sms > 0, "sm_carveout: the device reports ", total_sms, " SMs");
+  TORCH_CHECK(
+      carveout >= 0 && carveout < total_sms,
+      "sm_carveout: the carveout must satisfy 0 <= k < ", total_sms,
+      " (the device's SM count), got k = ", carveout);
+  return total_sms - carveout;
+}
+
+}  // namespace at::cuda

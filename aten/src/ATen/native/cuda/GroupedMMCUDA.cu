@@ -1,0 +1,116 @@
+// CUDA _grouped_mm: host-side validation and dispatch. The decision is made
+// from host metadata only (dtypes, shapes, strides, GPU), never from the
+// offsets' values, so nothing here synchronises with the device.
+
+#include <ATen/native/cuda/GroupedMMCUDA.h>
+
+#include <ATen/Functions.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/SMCarveout.h>
+#include <ATen/native/GroupedMMValidation.h>
+#include <ATen/native/cuda/GroupedMMKernels.h>
+#include <c10/cuda/CUDAGuard.h>
+
+namespace at::native {
+namespace {
+
+using grouped_mm::Geometry;
+using grouped_mm::GroupedDim;
+using grouped_mm::LaunchArgs;
+using grouped_mm::OperandStrides;
+
+OperandStrides strides_of(const Tensor& t) {
+  if (t.dim() == 3) {
+    return {t.stride(0), t.stride(1), t.stride(2)};
+  }
+  return {0, t.stride(0), t.stride(1)};
+}
+
+Geometry make_geometry(
+    const GroupedMMProblem& p, const Tensor& a, const Tensor& b,
+    const Tensor& out) {
+  Geometry geo;
+  geo.num_groups = p.num_groups;
+  geo.extent = p.grouped_extent;
+  geo.a = strides_of(a);
+  geo.b = strides_of(b);
+  geo.d = strides_of(out);
+  switch (p.layout) {
+    case GroupedMMLayout::k2dx3d:
+      geo.grouped = GroupedDim::kRows;
+      geo.m = a.size(0);
+      geo.n = b.size(2);
+      geo.k = a.size(1);
+      break;
+    case GroupedMMLayout::k3dx2d:
+      geo.grouped = GroupedDim::kCols;
+      geo.m = a.size(1);
+      geo.n = b.size(1);
+      geo.k = a.size(2);
+      break;
+    case GroupedMMLayout::k2dx2d:
+      geo.grouped = GroupedDim::kReduction;
+      geo.m = a.size(0);
+      geo.n = b.size(1);
+      geo.k = a.size(1);
+      break;
+    case GroupedMMLayout::k3dx3d:
+      geo.grouped = GroupedDim::kNone;
+      geo.m = a.size(1);
+      geo.n = b.size(2);
+      geo.k = a.size(2);
+      break;
+  }
+  return geo;
+}
+
+int64_t grid_limit_for_current_device() {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return at::cuda::sm_count_after_carveout(sms, at::cuda::requested_sm_carveout());
+}
+
+void check_offsets_if_requested(
+    const std::optional<Tensor>& offs, const GroupedMMProblem& p) {
+  if (offs.has_value() && grouped_mm_checked_offsets()) {
+    // Checked mode trades one sync for an error that names the bad group.
+    check_grouped_mm_offsets_on_host(offs->cpu(), p.grouped_extent);
+  }
+}
+
+}  // namespace
+
+Tensor grouped_mm_cuda(
+    const Tensor& self,
+    const Tensor& mat2,
+    const std::optional<Tensor>& offs,
+    const std::optional<Tensor>& bias,
+    std::optional<ScalarType> out_dtype) {
+  const GroupedMMProblem p =
+      check_grouped_mm_inputs(self, mat2, offs, bias, out_dtype);
+  TORCH_CHECK(
+      self.is_cuda(), "grouped_mm: self must be a CUDA tensor, got ",
+      self.device());
+  c10::cuda::CUDAGuard guard(self.device());
+  check_offsets_if_requested(offs, p);
+
+  Tensor out = at::empty(p.out_sizes, self.options().dtype(p.out_dtype));
+  if (out.numel() == 0) {
+    return out;
+  }
+  LaunchArgs args;
+  args.a = self;
+  args.b = mat2;
+  args.out = out;
+  args.offs = offs.has_value() ? offs->contiguous() : Tensor();
+  args.bias = bias.has_value() ? bias->to(kFloat).contiguous() : Tensor();
+  args.geo = make_geometry(p, self, mat2, out);
+  args.sm_limit = grid_limit_for_current_device();
+
+  grouped_mm::launch_zero_tail(args);
+  if (!grouped_mm::try_launch_sm90_grouped_mm(args)) {
+    grouped_mm::launch_generic_grouped_mm(args);
+  }
+  return out;
+}
+
+}  // namespace at::native

@@ -1,0 +1,20 @@
+#pragma once
+
+// CUDA entry point of _grouped_mm: validates on the host, then runs entirely
+// on the device (offsets are never copied to the host unless checked mode is
+// on).
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace at::native {
+
+Tensor grouped_mm_cuda(
+    const Tensor& self,
+    const Tensor& mat2,
+    const std::optional<Tensor>& offs,
+    const std::optional<Tensor>& bias,
+    std::optional<ScalarType> out_dtype);
+
+}  // namespace at::native

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device-machine session: install carried wheels, build the extension
+# against the machine's own torch, then run the requested stages.
+#   tools/gpu_session.sh build test bench sanitize ...
+# Results go to $OUT (or results/tmp when OUT is unset).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-results/tmp}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [[ -d .whl ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  export CUTLASS_INCLUDE_DIR=/tmp/site/cutlass_library/source/include
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
+for stage in "$@"; do
+  echo "==> $stage"
+  case "$stage" in
+    build)
+      start=$SECONDS
+      python3 -m pip install --no-build-isolation --no-deps -v ./torch_ext \
+        > "$OUT/build.log" 2>&1
+      rc=$?
+      grep -E "error|^ *\[[0-9]+/" "$OUT/build.log" | cut -c1-300 | tail -40
+      echo "build rc=$rc in $((SECONDS - start)) s"
+      [[ $rc == 0 ]] || exit 1
+      ;;
+    test)
+      python3 -m pytest -q -x test -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
+      ;;
+    testall)
+      python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
+      ;;
+    sanitize)
+      compute-sanitizer --tool memcheck --error-exitcode 3 \
+        python3 -m pytest -q -x test/test_grouped_mm.py -k "CUDA and (2d_3d or bad or many)" \
+        2>&1 | tee "$OUT/sanitize.log" | tail -15
+      ;;
+    bench)
+      python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
+      ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
