@@ -324,6 +324,119 @@ class TestGroupedMM(TestCase):
                 self.assertFalse(torch.ops.overlap_ops._checked_offsets())
             self.assertTrue(torch.ops.overlap_ops._checked_offsets())
 
+    @onlyCUDA
+    @dtypes(*DTYPES)
+    def test_no_host_sync(self, device, dtype):
+        sizes = [5, 0, 12, 3]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        calls = [
+            (_randn(total, 32, device=device, dtype=dtype),
+             _randn(4, 32, 16, device=device, dtype=dtype), offs),
+            (_randn(4, 16, 32, device=device, dtype=dtype),
+             _randn(32, total, device=device, dtype=dtype), offs),
+            (_randn(16, total, device=device, dtype=dtype),
+             _randn(total, 24, device=device, dtype=dtype), offs),
+            (_randn(4, 16, 32, device=device, dtype=dtype),
+             _randn(4, 32, 24, device=device, dtype=dtype), None),
+        ]
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            outs = [_grouped_mm(a, b, o) for a, b, o in calls]
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        for (a, b, o), out in zip(calls, outs):
+            assert_matches_reference(self, out, reference_grouped_mm(a, b, o),
+                                     a.dim(), b.dim(), o,
+                                     tolerance(dtype, self.device_type))
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("layout", ["2d_3d", "2d_2d"])
+    def test_graph_replay_after_offsets_change(self, device, dtype, layout):
+        groups = 8
+        first = group_sizes("balanced", 256, groups)
+        second = group_sizes("skewed", 256, groups, seed=3)
+        offs = make_offsets(first, device)
+        if layout == "2d_3d":
+            a = _randn(256, 64, device=device, dtype=dtype)
+            b = _randn(groups, 64, 48, device=device, dtype=dtype)
+        else:
+            a = _randn(32, 256, device=device, dtype=dtype)
+            b = _randn(256, 48, device=device, dtype=dtype)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            _grouped_mm(a, b, offs)  # warm-up outside capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = _grouped_mm(a, b, offs)
+        offs.copy_(make_offsets(second, device))
+        a.copy_(torch.randn_like(a))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(self, out, reference_grouped_mm(a, b, offs),
+                                 a.dim(), b.dim(), offs,
+                                 tolerance(dtype, self.device_type))
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float16, torch.float32)
+    @parametrize("carveout", [8, 16, 32, 66])
+    def test_carveout_limits_grid(self, device, dtype, carveout):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        sizes = group_sizes("skewed", 4096, 16)
+        a = _randn(4096, 256, device=device, dtype=dtype)
+        b = _randn(16, 256, 512, device=device, dtype=dtype)
+        offs = make_offsets(sizes, device)
+        grids = _launched_grids(lambda: _grouped_mm(a, b, offs),
+                                carveout=carveout)
+        self.assertTrue(grids, "no kernel was traced")
+        for name, blocks in grids:
+            self.assertLessEqual(blocks, sms - carveout, name)
+        grids = _launched_grids(lambda: _grouped_mm(a, b, offs), carveout=0)
+        self.assertEqual(max(blocks for _, blocks in grids) <= sms, True)
+
+    @onlyCUDA
+    def test_carveout_out_of_range_raises(self, device):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        a = _randn(8, 16, device=device, dtype=torch.bfloat16)
+        b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
+        offs = make_offsets([3, 5], device)
+        torch._C._set_sm_carveout_experimental(sms)
+        try:
+            with self.assertRaisesRegex(RuntimeError, r"0 <= k < \d+"):
+                _grouped_mm(a, b, offs)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16)
+    def test_bad_offsets_do_not_crash(self, device, dtype):
+        a = _randn(64, 32, device=device, dtype=dtype)
+        b = _randn(4, 32, 16, device=device, dtype=dtype)
+        for values in ([10, 5, 64, 64], [-7, 20, 30, 40], [10, 20, 30, 500],
+                       [2**31 - 1, 0, -5, 10]):
+            offs = torch.tensor(values, device=device, dtype=torch.int32)
+            out = _grouped_mm(a, b, offs)
+            torch.cuda.synchronize()
+            self.assertEqual(out.shape, (64, 16))
+        # The context is still alive and correct afterwards.
+        offs = make_offsets([16, 16, 16, 16], device)
+        self._run_and_check(a, b, offs)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16)
+    def test_checked_mode_names_the_group(self, device, dtype):
+        a = _randn(64, 32, device=device, dtype=dtype)
+        b = _randn(4, 32, 16, device=device, dtype=dtype)
+        offs = torch.tensor([10, 30, 20, 64], device=device, dtype=torch.int32)
+        with overlap_ops.checked_offsets():
+            with self.assertRaisesRegex(
+                    RuntimeError, r"offs\[2\] = 20 is less than offs\[1\] = 30"):
+                _grouped_mm(a, b, offs)
+
 
 def reference_grouped_mm_autograd(a, b, offs, bias):
     """Differentiable float64 reference (same math as reference_grouped_mm)."""
@@ -343,6 +456,34 @@ def reference_grouped_mm_autograd(a, b, offs, bias):
             for g, (s, e) in enumerate(zip(starts, ends))])
     out = a @ b
     return out + bias.unsqueeze(1) if bias is not None else out
+
+
+
+def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
+    """(kernel name, blocks launched) for every CUDA kernel fn runs, read from
+    the profiler's trace (args.grid), with the SM carveout set to carveout."""
+    import json
+    import tempfile
+
+    from torch.profiler import profile, ProfilerActivity
+
+    fn()  # warm-up: keep one-time setup kernels out of the trace
+    torch._C._set_sm_carveout_experimental(carveout or None)
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    grids = []
+    for event in trace["traceEvents"]:
+        if event.get("cat") == "kernel" and "grid" in event.get("args", {}):
+            x, y, z = event["args"]["grid"]
+            grids.append((event["name"], x * y * z))
+    return grids
 
 
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cpu", "cuda"))

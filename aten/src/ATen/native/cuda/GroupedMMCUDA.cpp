@@ -1,3 +1,6 @@
+// Host code only (compiled by the C++ compiler, not nvcc): every error this
+// file raises is thrown and unwound in ordinary C++ frames.
+
 // CUDA _grouped_mm: host-side validation and dispatch. The decision is made
 // from host metadata only (dtypes, shapes, strides, GPU), never from the
 // offsets' values, so nothing here synchronises with the device.
