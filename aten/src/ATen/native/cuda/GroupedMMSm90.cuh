@@ -1,0 +1,268 @@
+#pragma once
+
+// Hopper grouped GEMM: CUTLASS 3.x pointer-array kernels (TMA loads,
+// warp-specialised WGMMA mainloop, persistent group tile scheduler). The
+// per-group problem shapes, pointers and strides are written on the device by
+// fill_sm90_arguments from the offsets, so the host never learns the group
+// sizes. Included only by the GroupedMMSm90*.cu instantiation files.
+
+#include <ATen/native/cuda/GroupedMMKernels.h>
+#include <ATen/native/cuda/GroupedMMSm90.h>
+
+#include <ATen/Functions.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+namespace at::native::grouped_mm::sm90 {
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+
+template <typename T>
+struct CutlassType {
+  using type = T;
+};
+template <>
+struct CutlassType<c10::BFloat16> {
+  using type = cutlass::bfloat16_t;
+};
+template <>
+struct CutlassType<c10::Half> {
+  using type = cutlass::half_t;
+};
+
+// Large tiles for many rows per group; pingpong with small tiles when groups
+// are short (decode, many experts), where a 128-row tile would be mostly
+// padding.
+struct LargeTileConfig {
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using KernelSchedule =
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  using EpilogueSchedule =
+      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+};
+
+struct SmallTileConfig {
+  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+};
+
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
+          typename Config>
+struct GroupedGemm {
+  using ElementIn = typename CutlassType<In>::type;
+  using ElementOut = typename CutlassType<Out>::type;
+  using ElementAcc = float;
+  using LayoutA = std::conditional_t<kARowMajor, cutlass::layout::RowMajor,
+                                     cutlass::layout::ColumnMajor>;
+  using LayoutB = std::conditional_t<kBRowMajor, cutlass::layout::RowMajor,
+                                     cutlass::layout::ColumnMajor>;
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignIn = 16 / sizeof(ElementIn);
+  static constexpr int kAlignOut = 16 / sizeof(ElementOut);
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc,
+      void, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
+      typename Config::EpilogueSchedule,
+      cutlass::epilogue::fusion::LinearCombination<ElementOut, ElementAcc>>::
+      CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn,
+      LayoutA*, kAlignIn, ElementIn, LayoutB*, kAlignIn, ElementAcc,
+      typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      typename Config::KernelSchedule>::CollectiveOp;
+
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideA = typename Kernel::InternalStrideA;
+  using StrideB = typename Kernel::InternalStrideB;
+  using StrideD = typename Kernel::InternalStrideD;
+};
+
+// A cute stride with exactly one dynamic (int64_t) mode: the leading
+// dimension. Sets that mode and leaves the static ones.
+template <typename Stride>
+__device__ Stride stride_with_leading_dim(int64_t ld) {
+  Stride s{};
+  if constexpr (cute::is_same_v<
+                    cute::remove_cvref_t<decltype(cute::get<0>(s))>,
+                    int64_t>) {
+    cute::get<0>(s) = ld;
+  } else {
+    cute::get<1>(s) = ld;
+  }
+  return s;
+}
+
+// Device arrays the pointer-array kernel reads, one entry per group.
+template <typename G>
+struct DeviceArguments {
+  typename ProblemShape::UnderlyingProblemShape* shapes;
+  const typename G::ElementIn** a;
+  const typename G::ElementIn** b;
+  typename G::ElementOut** d;
+  typename G::StrideA* stride_a;
+  typename G::StrideB* stride_b;
+  typename G::StrideD* stride_d;
+};
+
+template <typename G, typename OffsT>
+__global__ void fill_sm90_arguments(
+    Geometry geo, const typename G::ElementIn* a,
+    const typename G::ElementIn* b, typename G::ElementOut* d,
+    const OffsT* offs, LeadingDims ld, DeviceArguments<G> out) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       g < geo.num_groups; g += step) {
+    const Group p = group_problem(geo, offs, g);
+    // k = 0 groups become empty problems; the epilogue kernel writes their
+    // zeros (CUTLASS would leave them unwritten).
+    const bool empty = p.m == 0 || p.n == 0 || p.k == 0;
+    out.shapes[g] = cute::make_shape(
+        empty ? 0 : static_cast<int>(p.m), static_cast<int>(p.n),
+        static_cast<int>(p.k));
+    out.a[g] = a + p.a_offset;
+    out.b[g] = b + p.b_offset;
+    out.d[g] = d + p.d_offset;
+    out.stride_a[g] =
+        stride_with_leading_dim<typename G::StrideA>(ld.a);
+    out.stride_b[g] =
+        stride_with_leading_dim<typename G::StrideB>(ld.b);
+    out.stride_d[g] =
+        stride_with_leading_dim<typename G::StrideD>(ld.d);
+  }
+}
+
+inline int64_t align_up(int64_t bytes) {
+  return (bytes + 127) / 128 * 128;
+}
+
+// Carves the per-group argument arrays out of one device allocation.
+template <typename G>
+DeviceArguments<G> carve_arguments(Tensor& storage, int64_t groups) {
+  using Shape = typename ProblemShape::UnderlyingProblemShape;
+  const int64_t sizes[] = {
+      align_up(groups * int64_t(sizeof(Shape))),
+      align_up(groups * int64_t(sizeof(void*))),
+      align_up(groups * int64_t(sizeof(void*))),
+      align_up(groups * int64_t(sizeof(void*))),
+      align_up(groups * int64_t(sizeof(typename G::StrideA))),
+      align_up(groups * int64_t(sizeof(typename G::StrideB))),
+      align_up(groups * int64_t(sizeof(typename G::StrideD)))};
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    total += s;
+  }
+  storage = at::empty({total}, TensorOptions().dtype(kByte).device(kCUDA));
+  char* p = static_cast<char*>(storage.mutable_data_ptr());
+  DeviceArguments<G> args;
+  args.shapes = reinterpret_cast<Shape*>(p);
+  p += sizes[0];
+  args.a = reinterpret_cast<const typename G::ElementIn**>(p);
+  p += sizes[1];
+  args.b = reinterpret_cast<const typename G::ElementIn**>(p);
+  p += sizes[2];
+  args.d = reinterpret_cast<typename G::ElementOut**>(p);
+  p += sizes[3];
+  args.stride_a = reinterpret_cast<typename G::StrideA*>(p);
+  p += sizes[4];
+  args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
+  p += sizes[5];
+  args.stride_d = reinterpret_cast<typename G::StrideD*>(p);
+  return args;
+}
+
+// Returns nullptr once launched, or what CUTLASS refused. Raising is left
+// to the host-compiled caller (see GroupedMMCUDA.cpp).
+template <typename G>
+const char* run_grouped_gemm(const LaunchArgs& args, const LeadingDims& ld) {
+  using ElementIn = typename G::ElementIn;
+  using ElementOut = typename G::ElementOut;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t groups = args.geo.num_groups;
+
+  Tensor storage;
+  DeviceArguments<G> dev = carve_arguments<G>(storage, groups);
+  const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
+  const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
+  auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
+  constexpr int kFillThreads = 256;
+  const int fill_blocks =
+      static_cast<int>(std::min<int64_t>((groups + 255) / 256, 1024));
+  if (args.offs.defined() && args.offs.scalar_type() == kLong) {
+    fill_sm90_arguments<G, int64_t><<<fill_blocks, kFillThreads, 0, stream>>>(
+        args.geo, a, b, d, args.offs.const_data_ptr<int64_t>(), ld, dev);
+  } else {
+    const int32_t* offs =
+        args.offs.defined() ? args.offs.const_data_ptr<int32_t>() : nullptr;
+    fill_sm90_arguments<G, int32_t><<<fill_blocks, kFillThreads, 0, stream>>>(
+        args.geo, a, b, d, offs, ld, dev);
+  }
+  if (cudaGetLastError() != cudaSuccess) {
+    return "launching the argument-filling kernel failed";
+  }
+
+  typename G::Gemm::Arguments arguments{
+      cutlass::gemm::GemmUniversalMode::kGrouped,
+      {static_cast<int>(groups), dev.shapes, nullptr},
+      {dev.a, dev.stride_a, dev.b, dev.stride_b},
+      {{}, nullptr, nullptr, dev.d, dev.stride_d}};
+  arguments.epilogue.thread.alpha = 1.f;
+  arguments.epilogue.thread.beta = 0.f;
+  arguments.hw_info.device_id = args.out.get_device();
+  // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
+  arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
+
+  typename G::Gemm gemm;
+  const size_t workspace_bytes = G::Gemm::get_workspace_size(arguments);
+  Tensor workspace = at::empty(
+      {static_cast<int64_t>(workspace_bytes)},
+      TensorOptions().dtype(kByte).device(args.out.device()));
+  if (gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
+    return "CUTLASS can_implement rejected the operands";
+  }
+  if (gemm.initialize(arguments, workspace.mutable_data_ptr(), stream) !=
+      cutlass::Status::kSuccess) {
+    return "CUTLASS initialize failed";
+  }
+  if (gemm.run(stream) != cutlass::Status::kSuccess) {
+    return "CUTLASS kernel launch failed";
+  }
+  return nullptr;
+}
+
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
+const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
+                     TileConfig config) {
+  if (config == TileConfig::kSmall) {
+    return run_grouped_gemm<
+        GroupedGemm<In, Out, kARowMajor, kBRowMajor, SmallTileConfig>>(
+        args, ld);
+  }
+  return run_grouped_gemm<
+      GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>>(args, ld);
+}
+
+#define OVERLAP_OPS_SM90_INSTANTIATE(In, Out, ARow, BRow)            \
+  template const char* run_sm90<In, Out, ARow, BRow>(               \
+      const LaunchArgs&, const LeadingDims&, TileConfig);
+
+}  // namespace at::native::grouped_mm::sm90

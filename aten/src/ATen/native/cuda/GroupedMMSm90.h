@@ -1,0 +1,29 @@
+#pragma once
+
+// Interface between the host dispatcher (GroupedMMSm90Dispatch.cpp) and the
+// CUTLASS instantiations (GroupedMMSm90_*.cu, one per dtype pair and operand
+// layout so they compile in parallel).
+
+#include <ATen/native/cuda/GroupedMMKernels.h>
+
+namespace at::native::grouped_mm::sm90 {
+
+// Leading dimensions, in elements, of the per-group matrices. They are the
+// same for every group: only base pointers and sizes vary.
+struct LeadingDims {
+  int64_t a;
+  int64_t b;
+  int64_t d;
+};
+
+enum class TileConfig { kLarge, kSmall };
+
+// Launches D = A @ B for every group. A is row-major (K contiguous) when
+// kARowMajor, else column-major; B is row-major (N contiguous) when
+// kBRowMajor, else column-major; D is row-major. Returns nullptr once
+// launched, or a message saying what CUTLASS refused.
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
+const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
+                     TileConfig config);
+
+}  // namespace at::native::grouped_mm::sm90
