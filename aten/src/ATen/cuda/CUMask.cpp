@@ -1,0 +1,78 @@
+// Pure CU-mask builder for the ROCm SM carveout; see CUMask.h for the rule.
+
+#include <ATen/cuda/CUMask.h>
+
+#include <c10/util/Exception.h>
+
+namespace at::cuda {
+
+namespace {
+
+void check_topology(int64_t total_cus, int64_t num_xcc, bool wgp_pairs) {
+  TORCH_CHECK(
+      total_cus > 0,
+      "build_cu_mask: total_cus must be positive, got total_cus=",
+      total_cus);
+  TORCH_CHECK(
+      num_xcc >= 1 && num_xcc <= total_cus,
+      "build_cu_mask: num_xcc must be in [1, ", total_cus,
+      "] (at least one XCC, at most one per CU), got num_xcc=", num_xcc);
+  if (!wgp_pairs) {
+    return;
+  }
+  TORCH_CHECK(
+      total_cus % kCUsPerWGP == 0,
+      "build_cu_mask: with wgp_pairs, total_cus must be a multiple of ",
+      kCUsPerWGP, " (CUs come in WGP pairs), got total_cus=", total_cus);
+  TORCH_CHECK(
+      num_xcc == 1,
+      "build_cu_mask: with wgp_pairs, num_xcc must be 1 (no gfx10+ part has "
+      "several XCCs), got num_xcc=", num_xcc);
+}
+
+// Number of CUs the mask enables; see the rule in CUMask.h.
+int64_t enabled_cu_count(int64_t total_cus, int64_t carveout, bool wgp_pairs) {
+  if (!wgp_pairs) {
+    return total_cus - carveout;
+  }
+  const int64_t wgps_free = (carveout + kCUsPerWGP - 1) / kCUsPerWGP;
+  const int64_t enabled = total_cus - wgps_free * kCUsPerWGP;
+  return enabled > 0 ? enabled : kCUsPerWGP;
+}
+
+}  // namespace
+
+int64_t cu_mask_num_words(int64_t total_cus) {
+  return (total_cus + kCUMaskWordBits - 1) / kCUMaskWordBits;
+}
+
+void check_cu_carveout(int64_t total_cus, int64_t carveout) {
+  TORCH_CHECK(
+      carveout >= 0 && carveout < total_cus,
+      "SM carveout: k must be in [0, ", total_cus, ") (0 <= k < ",
+      total_cus, " CUs on this device), got k=", carveout);
+}
+
+std::vector<uint32_t> build_cu_mask(
+    int64_t total_cus,
+    int64_t carveout,
+    int64_t num_xcc,
+    bool wgp_pairs) {
+  check_topology(total_cus, num_xcc, wgp_pairs);
+  check_cu_carveout(total_cus, carveout);
+
+  const int64_t enabled = enabled_cu_count(total_cus, carveout, wgp_pairs);
+  std::vector<uint32_t> mask(cu_mask_num_words(total_cus), 0u);
+  const int64_t full_words = enabled / kCUMaskWordBits;
+  const int64_t tail_bits = enabled % kCUMaskWordBits;
+  for (int64_t word = 0; word < full_words; ++word) {
+    mask[word] = ~uint32_t{0};
+  }
+  // tail_bits < 32, so the shift is defined (upstream shifted by 32 here).
+  if (tail_bits > 0) {
+    mask[full_words] = (uint32_t{1} << tail_bits) - 1u;
+  }
+  return mask;
+}
+
+}  // namespace at::cuda
