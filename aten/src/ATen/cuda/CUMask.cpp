@@ -30,8 +30,12 @@ void check_topology(int64_t total_cus, int64_t num_xcc, bool wgp_pairs) {
       "several XCCs), got num_xcc=", num_xcc);
 }
 
-// Number of CUs the mask enables; see the rule in CUMask.h.
-int64_t enabled_cu_count(int64_t total_cus, int64_t carveout, bool wgp_pairs) {
+}  // namespace
+
+int64_t cu_carveout_enabled_count(
+    int64_t total_cus,
+    int64_t carveout,
+    bool wgp_pairs) {
   if (!wgp_pairs) {
     return total_cus - carveout;
   }
@@ -39,8 +43,6 @@ int64_t enabled_cu_count(int64_t total_cus, int64_t carveout, bool wgp_pairs) {
   const int64_t enabled = total_cus - wgps_free * kCUsPerWGP;
   return enabled > 0 ? enabled : kCUsPerWGP;
 }
-
-}  // namespace
 
 int64_t cu_mask_num_words(int64_t total_cus) {
   return (total_cus + kCUMaskWordBits - 1) / kCUMaskWordBits;
@@ -61,7 +63,7 @@ std::vector<uint32_t> build_cu_mask(
   check_topology(total_cus, num_xcc, wgp_pairs);
   check_cu_carveout(total_cus, carveout);
 
-  const int64_t enabled = enabled_cu_count(total_cus, carveout, wgp_pairs);
+  const int64_t enabled = cu_carveout_enabled_count(total_cus, carveout, wgp_pairs);
   std::vector<uint32_t> mask(cu_mask_num_words(total_cus), 0u);
   const int64_t full_words = enabled / kCUMaskWordBits;
   const int64_t tail_bits = enabled % kCUMaskWordBits;

@@ -56,6 +56,13 @@ std::vector<uint32_t> build_cu_mask(
 // Checks 0 <= carveout < total_cus with the same message as build_cu_mask.
 void check_cu_carveout(int64_t total_cus, int64_t carveout);
 
+// Number of CUs build_cu_mask enables for a valid carveout (the rule
+// above); also the hipBLASLt SM_COUNT_TARGET hint that goes with the mask.
+int64_t cu_carveout_enabled_count(
+    int64_t total_cus,
+    int64_t carveout,
+    bool wgp_pairs);
+
 // Number of mask words that cover total_cus bits.
 int64_t cu_mask_num_words(int64_t total_cus);
 

@@ -7,14 +7,6 @@
 
 namespace at::cuda {
 
-struct CarveoutStreamCache::Entry {
-  c10::DeviceIndex device = 0;
-  CarveoutStream stream = nullptr;
-  CarveoutEvent event = nullptr;
-  // Held across each record+wait pair on `event`; see the header.
-  std::mutex event_mutex;
-};
-
 CarveoutStreamCache::CarveoutStreamCache(
     std::unique_ptr<CarveoutStreamBackend> backend)
     : backend_(std::move(backend)) {
@@ -26,8 +18,8 @@ CarveoutStreamCache::CarveoutStreamCache(
 CarveoutStreamCache::~CarveoutStreamCache() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, entry] : entries_) {
-    backend_->destroy_event(entry->device, entry->event);
-    backend_->destroy_stream(entry->device, entry->stream);
+    backend_->destroy_event(entry.device, entry.event);
+    backend_->destroy_stream(entry.device, entry.stream);
   }
 }
 
@@ -42,25 +34,26 @@ CarveoutStreamCache::Entry& CarveoutStreamCache::entry_for(
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = entries_.find(Key{device, carveout});
   if (found != entries_.end()) {
-    return *found->second;
+    return found->second;
   }
   // Creating under the map lock keeps "created once" trivially true; it
   // happens once per (device, k) for the life of the process.
   const CUTopology topo = backend_->topology(device);
   const std::vector<uint32_t> mask =
       build_cu_mask(topo.total_cus, carveout, topo.num_xcc, topo.wgp_pairs);
-  auto entry = std::make_unique<Entry>();
-  entry->device = device;
-  entry->stream = backend_->create_masked_stream(device, mask);
+  CarveoutStream stream = backend_->create_masked_stream(device, mask);
+  CarveoutEvent event = nullptr;
   try {
-    entry->event = backend_->create_event(device);
+    event = backend_->create_event(device);
   } catch (...) {
-    backend_->destroy_stream(device, entry->stream);
+    backend_->destroy_stream(device, stream);
     throw;
   }
-  Entry& result = *entry;
-  entries_.emplace(Key{device, carveout}, std::move(entry));
-  return result;
+  Entry& entry = entries_.try_emplace(Key{device, carveout}).first->second;
+  entry.device = device;
+  entry.stream = stream;
+  entry.event = event;
+  return entry;
 }
 
 CarveoutFork CarveoutStreamCache::fork(

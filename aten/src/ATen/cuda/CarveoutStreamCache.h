@@ -101,15 +101,22 @@ class CarveoutStreamCache {
   size_t size() const;
 
  private:
-  struct Entry;
+  struct Entry {
+    c10::DeviceIndex device = 0;
+    CarveoutStream stream = nullptr;
+    CarveoutEvent event = nullptr;
+    // Held across each record+wait pair on `event` (see above).
+    std::mutex event_mutex;
+  };
   using Key = std::pair<c10::DeviceIndex, int64_t>;
 
   Entry& entry_for(c10::DeviceIndex device, int64_t carveout);
 
   std::unique_ptr<CarveoutStreamBackend> backend_;
   mutable std::mutex mutex_;  // guards entries_
-  // unique_ptr keeps each Entry at a stable address for CarveoutFork.
-  std::map<Key, std::unique_ptr<Entry>> entries_;
+  // std::map never moves its nodes, so an Entry keeps its address for
+  // CarveoutFork::entry while other keys are added.
+  std::map<Key, Entry> entries_;
 };
 
 // RAII form of fork/join for call sites:
