@@ -32,8 +32,8 @@ if ! command -v hipcc >/dev/null; then
   echo "    installed in $((SECONDS - start)) s"
 fi
 
-torch_include=$("$PYTHON" -c \
-  'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
+torch_include=$("$PYTHON" -c 'import os, torch
+print(os.path.join(os.path.dirname(torch.__file__), "include"))')
 out=$(mktemp -d /tmp/check_hip_compile.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 

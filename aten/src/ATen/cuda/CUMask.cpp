@@ -63,7 +63,8 @@ std::vector<uint32_t> build_cu_mask(
   check_topology(total_cus, num_xcc, wgp_pairs);
   check_cu_carveout(total_cus, carveout);
 
-  const int64_t enabled = cu_carveout_enabled_count(total_cus, carveout, wgp_pairs);
+  const int64_t enabled =
+      cu_carveout_enabled_count(total_cus, carveout, wgp_pairs);
   std::vector<uint32_t> mask(cu_mask_num_words(total_cus), 0u);
   const int64_t full_words = enabled / kCUMaskWordBits;
   const int64_t tail_bits = enabled % kCUMaskWordBits;
