@@ -222,7 +222,7 @@ class TestUpstreamCarveoutFormula(TestCase):
         # Upstream never checks k: k = CUs on MI355X indexes word 8 of 8.
         with self.assertRaises(IndexError):
             _upstream_cu_mask(256, 256)
-        with self.assertRaisesRegex(RuntimeError, r"got k=256"):
+        with self.assertRaisesRegex(RuntimeError, r"got k = 256"):
             _cu_mask(_MI355X, 256)
 
 
@@ -239,12 +239,12 @@ class TestCUMaskErrors(TestCase):
     def test_k_too_large(self) -> None:
         self.assertExpectedInline(
             self._message(304, 304, 8, False),
-            """SM carveout: k must be in [0, 304) (0 <= k < 304 CUs on this device), got k=304""")  # noqa: B950
+            """sm_carveout: the carveout must satisfy 0 <= k < 304 (the device's SM count), got k = 304""")  # noqa: B950
 
     def test_k_negative(self) -> None:
         self.assertExpectedInline(
             self._message(110, -1, 1, False),
-            """SM carveout: k must be in [0, 110) (0 <= k < 110 CUs on this device), got k=-1""")  # noqa: B950
+            """sm_carveout: the carveout must satisfy 0 <= k < 110 (the device's SM count), got k = -1""")  # noqa: B950
 
     def test_total_cus_not_positive(self) -> None:
         self.assertExpectedInline(
@@ -356,11 +356,11 @@ class TestCarveoutStreamCache(TestCase):
              counts.waits), (0, 0, 0, 0))
 
     def test_graph_capture_still_checks_k(self) -> None:
-        with self.assertRaisesRegex(RuntimeError, r"got k=304"):
+        with self.assertRaisesRegex(RuntimeError, r"got k = 304"):
             _run_scenario(1, 1, [304], capturing=True)
 
     def test_bad_k_raises_and_caches_nothing(self) -> None:
-        with self.assertRaisesRegex(RuntimeError, r"k must be in \[0, 96\)"):
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 96 "):
             _run_scenario(2, 3, [96], part=_RX7900)
 
     def test_wgp_part_streams_get_wgp_masks(self) -> None:

@@ -2,6 +2,7 @@
 
 #include <ATen/cuda/CUMask.h>
 
+#include <ATen/cuda/SMCarveout.h>
 #include <c10/util/Exception.h>
 
 namespace at::cuda {
@@ -49,10 +50,9 @@ int64_t cu_mask_num_words(int64_t total_cus) {
 }
 
 void check_cu_carveout(int64_t total_cus, int64_t carveout) {
-  TORCH_CHECK(
-      carveout >= 0 && carveout < total_cus,
-      "SM carveout: k must be in [0, ", total_cus, ") (0 <= k < ",
-      total_cus, " CUs on this device), got k=", carveout);
+  // The shared policy owns the range check and its message (CUDA and ROCm
+  // report a bad k the same way).
+  (void)sm_count_after_carveout(total_cus, carveout);
 }
 
 std::vector<uint32_t> build_cu_mask(

@@ -53,7 +53,8 @@ std::vector<uint32_t> build_cu_mask(
     int64_t num_xcc,
     bool wgp_pairs);
 
-// Checks 0 <= carveout < total_cus with the same message as build_cu_mask.
+// Checks 0 <= carveout < total_cus through the shared SM-carveout policy
+// (SMCarveout.h), so ROCm reports a bad k exactly as CUDA does.
 void check_cu_carveout(int64_t total_cus, int64_t carveout);
 
 // Number of CUs build_cu_mask enables for a valid carveout (the rule
