@@ -1,0 +1,81 @@
+// Pure CU-mask builder for the ROCm SM carveout; see CUMask.h for the rule.
+
+#include <ATen/cuda/CUMask.h>
+
+#include <ATen/cuda/SMCarveout.h>
+#include <c10/util/Exception.h>
+
+namespace at::cuda {
+
+namespace {
+
+void check_topology(int64_t total_cus, int64_t num_xcc, bool wgp_pairs) {
+  TORCH_CHECK(
+      total_cus > 0,
+      "build_cu_mask: total_cus must be positive, got total_cus=",
+      total_cus);
+  TORCH_CHECK(
+      num_xcc >= 1 && num_xcc <= total_cus,
+      "build_cu_mask: num_xcc must be in [1, ", total_cus,
+      "] (at least one XCC, at most one per CU), got num_xcc=", num_xcc);
+  if (!wgp_pairs) {
+    return;
+  }
+  TORCH_CHECK(
+      total_cus % kCUsPerWGP == 0,
+      "build_cu_mask: with wgp_pairs, total_cus must be a multiple of ",
+      kCUsPerWGP, " (CUs come in WGP pairs), got total_cus=", total_cus);
+  TORCH_CHECK(
+      num_xcc == 1,
+      "build_cu_mask: with wgp_pairs, num_xcc must be 1 (no gfx10+ part has "
+      "several XCCs), got num_xcc=", num_xcc);
+}
+
+}  // namespace
+
+int64_t cu_carveout_enabled_count(
+    int64_t total_cus,
+    int64_t carveout,
+    bool wgp_pairs) {
+  if (!wgp_pairs) {
+    return total_cus - carveout;
+  }
+  const int64_t wgps_free = (carveout + kCUsPerWGP - 1) / kCUsPerWGP;
+  const int64_t enabled = total_cus - wgps_free * kCUsPerWGP;
+  return enabled > 0 ? enabled : kCUsPerWGP;
+}
+
+int64_t cu_mask_num_words(int64_t total_cus) {
+  return (total_cus + kCUMaskWordBits - 1) / kCUMaskWordBits;
+}
+
+void check_cu_carveout(int64_t total_cus, int64_t carveout) {
+  // The shared policy owns the range check and its message (CUDA and ROCm
+  // report a bad k the same way).
+  (void)sm_count_after_carveout(total_cus, carveout);
+}
+
+std::vector<uint32_t> build_cu_mask(
+    int64_t total_cus,
+    int64_t carveout,
+    int64_t num_xcc,
+    bool wgp_pairs) {
+  check_topology(total_cus, num_xcc, wgp_pairs);
+  check_cu_carveout(total_cus, carveout);
+
+  const int64_t enabled =
+      cu_carveout_enabled_count(total_cus, carveout, wgp_pairs);
+  std::vector<uint32_t> mask(cu_mask_num_words(total_cus), 0u);
+  const int64_t full_words = enabled / kCUMaskWordBits;
+  const int64_t tail_bits = enabled % kCUMaskWordBits;
+  for (int64_t word = 0; word < full_words; ++word) {
+    mask[word] = ~uint32_t{0};
+  }
+  // tail_bits < 32, so the shift is defined (upstream shifted by 32 here).
+  if (tail_bits > 0) {
+    mask[full_words] = (uint32_t{1} << tail_bits) - 1u;
+  }
+  return mask;
+}
+
+}  // namespace at::cuda

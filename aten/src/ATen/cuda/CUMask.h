@@ -1,0 +1,70 @@
+#pragma once
+
+// Builds the compute-unit (CU) mask that ROCm's carveout runs GEMMs under.
+// Pure host code with no HIP dependency, so the same function is used by the
+// HIP stream cache and by the CPU unit tests (test/test_cu_mask.py).
+//
+// Mask format (hipExtStreamCreateWithCUMask): an array of 32-bit words, bit
+// i of the mask is bit (i % 32) of word (i / 32); a set bit enables CU i.
+//
+// How the driver reads the mask (amdkfd / amdgpu
+// mqd_symmetrically_map_cu_mask):
+//  - Multi-XCC parts (gfx942 MI300X, gfx950 MI355X): bit i belongs to XCC
+//    i % num_xcc; inside an XCC consecutive bits go round-robin over shader
+//    engines and shader arrays.
+//  - gfx10 and later (RDNA, "WGP mode"): CUs come in work-group processors
+//    of two CUs, and the driver enables or disables a whole WGP per mask bit
+//    pair (bits 2j and 2j+1 are WGP j). Depending on the kernel version it
+//    reads either bit of the pair or only the even one, so a pair is only
+//    well-defined when both of its bits agree.
+
+#include <cstdint>
+#include <vector>
+
+namespace at::cuda {
+
+constexpr int64_t kCUMaskWordBits = 32;
+// CUs per work-group processor on gfx10+ parts.
+constexpr int64_t kCUsPerWGP = 2;
+
+// Returns the mask words that leave `carveout` CUs free for other work
+// (collectives) and enable the rest.
+//
+// Rule: enable the lowest E mask bits and clear every other bit, where
+//  - E = total_cus - carveout without the WGP rule;
+//  - with wgp_pairs (gfx10+), the carveout is rounded up to whole WGPs, so
+//    E = total_cus - 2 * ceil(carveout / 2): at least `carveout` CUs are
+//    free, and both bits of every pair agree. When that would leave no CU
+//    enabled (carveout == total_cus - 1), one WGP stays enabled: a queue with
+//    no CUs hangs.
+//
+// Why the lowest bits: bits 0..E-1 visit the XCCs round-robin (bit i ->
+// XCC i % num_xcc), so the enabled CUs per XCC differ by at most one for
+// every XCC count. The mask therefore stays balanced even if num_xcc was
+// queried wrongly; num_xcc is only validated here.
+//
+// Raises c10::Error naming the argument for total_cus <= 0, num_xcc outside
+// [1, total_cus], carveout outside [0, total_cus), or wgp_pairs with an odd
+// total_cus or more than one XCC (no such part; the driver's bit layout for
+// it is undefined).
+std::vector<uint32_t> build_cu_mask(
+    int64_t total_cus,
+    int64_t carveout,
+    int64_t num_xcc,
+    bool wgp_pairs);
+
+// Checks 0 <= carveout < total_cus through the shared SM-carveout policy
+// (SMCarveout.h), so ROCm reports a bad k exactly as CUDA does.
+void check_cu_carveout(int64_t total_cus, int64_t carveout);
+
+// Number of CUs build_cu_mask enables for a valid carveout (the rule
+// above); also the hipBLASLt SM_COUNT_TARGET hint that goes with the mask.
+int64_t cu_carveout_enabled_count(
+    int64_t total_cus,
+    int64_t carveout,
+    bool wgp_pairs);
+
+// Number of mask words that cover total_cus bits.
+int64_t cu_mask_num_words(int64_t total_cus);
+
+}  // namespace at::cuda

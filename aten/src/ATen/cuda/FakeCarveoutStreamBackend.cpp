@@ -1,0 +1,241 @@
+// Counting test double for CarveoutStreamBackend and the scenario runner.
+
+#include <ATen/cuda/FakeCarveoutStreamBackend.h>
+
+#include <ATen/cuda/CUMask.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace at::cuda {
+
+namespace {
+
+struct FakeStream {
+  c10::DeviceIndex device = 0;
+  std::vector<uint32_t> mask;  // empty for the callers' current streams
+};
+
+struct FakeEvent {
+  c10::DeviceIndex device = 0;
+};
+
+// The last unmatched record of an event: who recorded it, on what stream.
+struct PendingRecord {
+  std::thread::id thread;
+  CarveoutStream stream = nullptr;
+  bool pending = false;
+};
+
+// Shared with the scenario so the counts outlive the cache (which owns the
+// backend and destroys it first).
+struct FakeLog {
+  std::atomic<int64_t> streams_created{0};
+  std::atomic<int64_t> events_created{0};
+  std::atomic<int64_t> records{0};
+  std::atomic<int64_t> waits{0};
+  std::atomic<int64_t> streams_destroyed{0};
+  std::atomic<int64_t> events_destroyed{0};
+  std::atomic<int64_t> ordering_violations{0};
+  std::mutex mutex;  // guards pending
+  std::unordered_map<CarveoutEvent, PendingRecord> pending;
+  std::unordered_set<CarveoutStream> capturing;  // read-only once started
+};
+
+class FakeCarveoutStreamBackend final : public CarveoutStreamBackend {
+ public:
+  FakeCarveoutStreamBackend(std::shared_ptr<FakeLog> log, CUTopology topo)
+      : log_(std::move(log)), topo_(topo) {}
+
+  CUTopology topology(c10::DeviceIndex /*device*/) override {
+    return topo_;
+  }
+
+  CarveoutStream create_masked_stream(
+      c10::DeviceIndex device,
+      const std::vector<uint32_t>& mask) override {
+    ++log_->streams_created;
+    return new FakeStream{device, mask};
+  }
+
+  CarveoutEvent create_event(c10::DeviceIndex device) override {
+    ++log_->events_created;
+    return new FakeEvent{device};
+  }
+
+  void record(CarveoutEvent event, CarveoutStream stream) override {
+    ++log_->records;
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    PendingRecord& last = log_->pending[event];
+    if (last.pending) {
+      ++log_->ordering_violations;  // a record nobody waited on
+    }
+    last = PendingRecord{std::this_thread::get_id(), stream, true};
+  }
+
+  void wait(CarveoutStream stream, CarveoutEvent event) override {
+    ++log_->waits;
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    PendingRecord& last = log_->pending[event];
+    if (!last.pending || last.thread != std::this_thread::get_id() ||
+        last.stream == stream) {
+      ++log_->ordering_violations;
+    }
+    last.pending = false;
+  }
+
+  bool is_capturing(CarveoutStream stream) override {
+    return log_->capturing.count(stream) > 0;
+  }
+
+  void destroy_stream(
+      c10::DeviceIndex /*device*/, CarveoutStream stream) noexcept override {
+    ++log_->streams_destroyed;
+    delete static_cast<FakeStream*>(stream);
+  }
+
+  void destroy_event(
+      c10::DeviceIndex /*device*/, CarveoutEvent event) noexcept override {
+    ++log_->events_destroyed;
+    delete static_cast<FakeEvent*>(event);
+  }
+
+ private:
+  std::shared_ptr<FakeLog> log_;
+  CUTopology topo_;
+};
+
+struct ThreadTally {
+  int64_t forks = 0;
+  int64_t pass_through = 0;
+  int64_t wrong_stream = 0;
+};
+
+bool is_expected_stream(
+    CarveoutStream stream,
+    c10::DeviceIndex device,
+    int64_t carveout,
+    const CUTopology& topo) {
+  const auto* fake = static_cast<const FakeStream*>(stream);
+  return fake->device == device &&
+      fake->mask == build_cu_mask(
+          topo.total_cus, carveout, topo.num_xcc, topo.wgp_pairs);
+}
+
+// One worker: fork, "launch", join, with a rotating (device, k).
+void run_worker(
+    CarveoutStreamCache& cache,
+    const CarveoutScenario& scenario,
+    int64_t thread_index,
+    CarveoutStream current,
+    ThreadTally& tally) {
+  const auto num_k = static_cast<int64_t>(scenario.carveouts.size());
+  for (int64_t call = 0; call < scenario.calls_per_thread; ++call) {
+    const auto device = static_cast<c10::DeviceIndex>(
+        (thread_index + call) % scenario.num_devices);
+    const int64_t k = scenario.carveouts[(thread_index * 7 + call) % num_k];
+    CarveoutStreamScope scope(cache, device, k, current);
+    ++tally.forks;
+    if (scope.stream() == current) {
+      ++tally.pass_through;
+    } else if (!is_expected_stream(
+                   scope.stream(), device, k, scenario.topology)) {
+      ++tally.wrong_stream;
+    }
+    scope.join();
+  }
+}
+
+void check_scenario(const CarveoutScenario& scenario) {
+  TORCH_CHECK(
+      scenario.num_threads >= 1,
+      "carveout scenario: num_threads must be >= 1, got ",
+      scenario.num_threads);
+  TORCH_CHECK(
+      scenario.calls_per_thread >= 0,
+      "carveout scenario: calls_per_thread must be >= 0, got ",
+      scenario.calls_per_thread);
+  TORCH_CHECK(
+      !scenario.carveouts.empty(),
+      "carveout scenario: carveouts must not be empty");
+  TORCH_CHECK(
+      scenario.num_devices >= 1,
+      "carveout scenario: num_devices must be >= 1, got ",
+      scenario.num_devices);
+}
+
+}  // namespace
+
+CarveoutScenarioCounts run_carveout_stream_scenario(
+    const CarveoutScenario& scenario) {
+  check_scenario(scenario);
+  auto log = std::make_shared<FakeLog>();
+  // The callers' current streams: one per thread, never masked.
+  std::vector<FakeStream> current(scenario.num_threads);
+  if (scenario.capturing) {
+    for (auto& stream : current) {
+      log->capturing.insert(&stream);
+    }
+  }
+  std::vector<ThreadTally> tallies(scenario.num_threads);
+  CarveoutScenarioCounts counts;
+  {
+    CarveoutStreamCache cache(std::make_unique<FakeCarveoutStreamBackend>(
+        log, scenario.topology));
+    std::vector<std::thread> threads;
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    for (int64_t t = 0; t < scenario.num_threads; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          run_worker(cache, scenario, t, &current[t], tallies[t]);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          error = std::current_exception();
+        }
+      });
+    }
+    for (auto& thread : threads) {
+      thread.join();
+    }
+    if (error) {
+      std::rethrow_exception(error);
+    }
+    counts.cache_entries = static_cast<int64_t>(cache.size());
+  }  // the cache destroys its streams and events here
+  for (const ThreadTally& tally : tallies) {
+    counts.forks += tally.forks;
+    counts.pass_through += tally.pass_through;
+    counts.wrong_stream += tally.wrong_stream;
+  }
+  counts.streams_created = log->streams_created;
+  counts.events_created = log->events_created;
+  counts.records = log->records;
+  counts.waits = log->waits;
+  counts.streams_destroyed = log->streams_destroyed;
+  counts.events_destroyed = log->events_destroyed;
+  counts.ordering_violations = log->ordering_violations;
+  return counts;
+}
+
+std::vector<std::string> carveout_scenario_field_names() {
+  return {"streams_created", "events_created", "records", "waits",
+          "streams_destroyed", "events_destroyed", "cache_entries", "forks",
+          "pass_through", "wrong_stream", "ordering_violations"};
+}
+
+std::vector<int64_t> carveout_scenario_counts_as_list(
+    const CarveoutScenarioCounts& counts) {
+  return {counts.streams_created, counts.events_created, counts.records,
+          counts.waits, counts.streams_destroyed, counts.events_destroyed,
+          counts.cache_entries, counts.forks, counts.pass_through,
+          counts.wrong_stream, counts.ordering_violations};
+}
+
+}  // namespace at::cuda

@@ -1,0 +1,175 @@
+// HIP backend for the masked-stream cache; see CarveoutStreamHIP.h.
+
+#include <ATen/hip/CarveoutStreamHIP.h>
+
+#include <c10/util/Exception.h>
+
+#include <hip/hip_ext.h>
+
+#include <array>
+#include <cstring>
+#include <mutex>
+
+namespace at::cuda {
+
+namespace {
+
+// Devices whose topology we cache; c10 allows at most 64 per process.
+constexpr int kMaxDevices = 64;
+// Architectures gfx10 and later have four digits ("gfx1030", "gfx1201"),
+// older ones three ("gfx90a", "gfx942", "gfx950").
+constexpr size_t kGfx10ArchDigits = 4;
+
+// A local check instead of C10_HIP_CHECK keeps this file free of ATen's HIP
+// context headers, so Debian's hipcc can compile-check it standalone.
+void check_hip(hipError_t status, const char* what) {
+  TORCH_CHECK(
+      status == hipSuccess, what, " failed: ", hipGetErrorString(status));
+}
+
+// Makes `device` current for the object's lifetime. Streams and events are
+// created on the current device.
+class HipDeviceScope {
+ public:
+  explicit HipDeviceScope(c10::DeviceIndex device) {
+    check_hip(hipGetDevice(&previous_), "hipGetDevice");
+    if (previous_ != device) {
+      check_hip(hipSetDevice(device), "hipSetDevice");
+    }
+  }
+  ~HipDeviceScope() {
+    (void)hipSetDevice(previous_);
+  }
+  HipDeviceScope(const HipDeviceScope&) = delete;
+  HipDeviceScope& operator=(const HipDeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+bool uses_wgp_pairs(const char* gcn_arch_name) {
+  if (std::strncmp(gcn_arch_name, "gfx", 3) != 0) {
+    return false;
+  }
+  const char* digits = gcn_arch_name + 3;
+  return std::strcspn(digits, ":") >= kGfx10ArchDigits;
+}
+
+int64_t query_num_xcc(c10::DeviceIndex device) {
+#if HIP_VERSION_MAJOR >= 7
+  int num_xcc = 1;
+  check_hip(
+      hipDeviceGetAttribute(
+          &num_xcc, hipDeviceAttributeNumberOfXccs, device),
+      "hipDeviceGetAttribute(hipDeviceAttributeNumberOfXccs)");
+  return num_xcc > 0 ? num_xcc : 1;
+#else
+  // No XCC query before HIP 7. build_cu_mask's mask is balanced for every
+  // XCC count, so assuming 1 cannot unbalance it.
+  (void)device;
+  return 1;
+#endif
+}
+
+CUTopology query_topology(c10::DeviceIndex device) {
+  hipDeviceProp_t prop;
+  check_hip(hipGetDeviceProperties(&prop, device), "hipGetDeviceProperties");
+  CUTopology topo;
+  topo.total_cus = prop.multiProcessorCount;
+  topo.num_xcc = query_num_xcc(device);
+  topo.wgp_pairs = uses_wgp_pairs(prop.gcnArchName);
+  return topo;
+}
+
+class HipCarveoutStreamBackend final : public CarveoutStreamBackend {
+ public:
+  CUTopology topology(c10::DeviceIndex device) override {
+    return hip_cu_topology(device);
+  }
+
+  CarveoutStream create_masked_stream(
+      c10::DeviceIndex device,
+      const std::vector<uint32_t>& mask) override {
+    HipDeviceScope scope(device);
+    hipStream_t stream = nullptr;
+    check_hip(
+        hipExtStreamCreateWithCUMask(
+            &stream, static_cast<uint32_t>(mask.size()), mask.data()),
+        "hipExtStreamCreateWithCUMask");
+    return stream;
+  }
+
+  CarveoutEvent create_event(c10::DeviceIndex device) override {
+    HipDeviceScope scope(device);
+    hipEvent_t event = nullptr;
+    check_hip(
+        hipEventCreateWithFlags(&event, hipEventDisableTiming),
+        "hipEventCreateWithFlags");
+    return event;
+  }
+
+  void record(CarveoutEvent event, CarveoutStream stream) override {
+    check_hip(
+        hipEventRecord(
+            static_cast<hipEvent_t>(event), static_cast<hipStream_t>(stream)),
+        "hipEventRecord");
+  }
+
+  void wait(CarveoutStream stream, CarveoutEvent event) override {
+    check_hip(
+        hipStreamWaitEvent(
+            static_cast<hipStream_t>(stream), static_cast<hipEvent_t>(event),
+            0),
+        "hipStreamWaitEvent");
+  }
+
+  bool is_capturing(CarveoutStream stream) override {
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    check_hip(
+        hipStreamIsCapturing(static_cast<hipStream_t>(stream), &status),
+        "hipStreamIsCapturing");
+    // An invalidated capture is still a capture: do not fork into it.
+    return status != hipStreamCaptureStatusNone;
+  }
+
+  void destroy_stream(
+      c10::DeviceIndex device, CarveoutStream stream) noexcept override {
+    (void)device;
+    (void)hipStreamDestroy(static_cast<hipStream_t>(stream));
+  }
+
+  void destroy_event(
+      c10::DeviceIndex device, CarveoutEvent event) noexcept override {
+    (void)device;
+    (void)hipEventDestroy(static_cast<hipEvent_t>(event));
+  }
+};
+
+}  // namespace
+
+CUTopology hip_cu_topology(c10::DeviceIndex device) {
+  TORCH_CHECK(
+      device >= 0 && device < kMaxDevices,
+      "hip_cu_topology: device must be in [0, ", kMaxDevices, "), got ",
+      static_cast<int>(device));
+  static std::mutex mutex;
+  static std::array<CUTopology, kMaxDevices> known{};
+  std::lock_guard<std::mutex> lock(mutex);
+  CUTopology& topo = known[device];
+  if (topo.total_cus == 0) {
+    topo = query_topology(device);
+  }
+  return topo;
+}
+
+std::unique_ptr<CarveoutStreamBackend> make_hip_carveout_stream_backend() {
+  return std::make_unique<HipCarveoutStreamBackend>();
+}
+
+CarveoutStreamCache& hip_carveout_stream_cache() {
+  static auto* cache =
+      new CarveoutStreamCache(make_hip_carveout_stream_backend());
+  return *cache;
+}
+
+}  // namespace at::cuda

@@ -1,0 +1,377 @@
+# Owner(s): ["module: rocm"]
+"""CPU tests of the ROCm SM carveout host logic.
+
+Covers ``aten/src/ATen/cuda/CUMask.cpp`` (the CU mask builder) exhaustively
+over every carveout k of several AMD parts, checked against a small simulator
+of how the driver maps mask bits to XCCs, plus regression tests showing that
+upstream's ``_getCarveoutStream`` formula breaks the contract. Also drives
+``CarveoutStreamCache`` with a counting test double (streams created once per
+(device, k), events reused, ordering, graph capture, no leaks).
+
+No GPU is needed. What still needs an MI300 is listed in the README
+("ROCm carveout").
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+    run_tests,
+    TestCase,
+)
+
+import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
+
+_WORD_BITS = 32
+_CUS_PER_WGP = 2
+
+
+class _Part(NamedTuple):
+    """CU topology of one AMD GPU (one GCD / one partition)."""
+
+    name: str
+    total_cus: int
+    num_xcc: int
+    wgp_pairs: bool  # gfx10+: the driver enables CUs in WGP pairs
+
+
+_MI300X = _Part("mi300x", 304, 8, False)  # gfx942, 8 XCCs x 38 CUs
+_MI250X = _Part("mi250x", 110, 1, False)  # gfx90a, one GCD
+_MI355X = _Part("mi355x", 256, 8, False)  # gfx950, 8 XCCs x 32 CUs
+_MI300A = _Part("mi300a", 228, 6, False)  # gfx942, 6 XCCs x 38 CUs
+_RX7900 = _Part("gfx1100", 96, 1, True)  # RDNA3, 48 WGPs
+_RX6800 = _Part("gfx1030", 60, 1, True)  # RDNA2, 30 WGPs
+_PARTS = [_MI300X, _MI250X, _MI355X, _MI300A, _RX7900, _RX6800]
+
+
+def _part_name(part: _Part) -> str:
+    return part.name
+
+
+class _Occupancy(NamedTuple):
+    """What the driver would enable for a mask (see ``_simulate``)."""
+
+    per_xcc: list[int]  # enabled CUs per XCC
+    bits_past_last_cu: int  # set bits the driver ignores (no such CU)
+    split_wgps: int  # WGP pairs whose two bits disagree (gfx10+)
+
+
+def _simulate(words: list[int], part: _Part) -> _Occupancy:
+    """Simulates the driver's reading of a CU mask.
+
+    Bit i of the mask is bit i % 32 of word i // 32 and, on multi-XCC parts,
+    belongs to XCC i % num_xcc (amdkfd ``mqd_symmetrically_map_cu_mask``).
+    On gfx10+ bits 2j and 2j+1 form WGP j.
+    """
+    bits = [(words[i // _WORD_BITS] >> (i % _WORD_BITS)) & 1
+            for i in range(len(words) * _WORD_BITS)]
+    per_xcc = [0] * part.num_xcc
+    for i in range(part.total_cus):
+        per_xcc[i % part.num_xcc] += bits[i]
+    split = 0
+    if part.wgp_pairs:
+        split = sum(bits[i] != bits[i + 1]
+                    for i in range(0, part.total_cus, _CUS_PER_WGP))
+    return _Occupancy(per_xcc, sum(bits[part.total_cus:]), split)
+
+
+def _expected_enabled(part: _Part, k: int) -> int:
+    """CUs the contract enables: CUs - k, WGP-rounded on gfx10+.
+
+    With WGP pairs the carveout rounds up to whole WGPs (at least k CUs stay
+    free), except that one WGP always stays enabled.
+    """
+    if not part.wgp_pairs:
+        return part.total_cus - k
+    free = -(-k // _CUS_PER_WGP) * _CUS_PER_WGP
+    return max(part.total_cus - free, _CUS_PER_WGP)
+
+
+def _contract_violations(words: list[int], part: _Part, k: int) -> list[str]:
+    """Returns how a mask breaks the carveout contract (empty: it holds)."""
+    problems = []
+    if len(words) != -(-part.total_cus // _WORD_BITS):
+        problems.append(f"{len(words)} words")
+    if any(not 0 <= w < 2**_WORD_BITS for w in words):
+        problems.append("word out of uint32 range")
+        return problems
+    occ = _simulate(words, part)
+    if sum(occ.per_xcc) != _expected_enabled(part, k):
+        problems.append(f"enables {sum(occ.per_xcc)} CUs, wants "
+                        f"{_expected_enabled(part, k)}")
+    if max(occ.per_xcc) - min(occ.per_xcc) > 1:
+        problems.append(f"unbalanced XCCs {occ.per_xcc}")
+    if occ.bits_past_last_cu:
+        problems.append(f"{occ.bits_past_last_cu} bits past the last CU")
+    if occ.split_wgps:
+        problems.append(f"{occ.split_wgps} split WGPs")
+    return problems
+
+
+def _upstream_cu_mask(total_cus: int, k: int) -> list[int]:
+    """Upstream ``_getCarveoutStream`` (aten/src/ATen/cuda/CUDABlas.cpp).
+
+    Starts from a zero mask and sets k bits, top bits of the word first.
+    ``0xffffffff << 32`` is undefined in C++; x86 masks the shift count to 5
+    bits, so it yields 0xffffffff, modelled here. Indexing past the list
+    raises IndexError where the C++ writes past the vector.
+    """
+    mask = [0] * -(-total_cus // _WORD_BITS)
+    full_shifts, remainder = divmod(k, _WORD_BITS)
+    for i in range(full_shifts):
+        mask[i] = 0xFFFFFFFF
+    shift = (_WORD_BITS - remainder) % _WORD_BITS  # x86: count & 31
+    mask[full_shifts] = (0xFFFFFFFF << shift) & 0xFFFFFFFF
+    return mask
+
+
+def _cu_mask(part: _Part, k: int) -> list[int]:
+    """Our builder, through the private op."""
+    return torch.ops.overlap_ops._rocm_cu_mask(
+        part.total_cus, k, part.num_xcc, part.wgp_pairs)
+
+
+class TestCUMask(TestCase):
+    """The mask builder against the contract and the simulator."""
+
+    def test_simulator_bit_to_xcc_mapping(self) -> None:
+        # Bits 0..7 land on XCCs 0..7; bits 0 and 8 both on XCC 0.
+        self.assertEqual(_simulate([0xFF] + [0] * 9, _MI300X).per_xcc,
+                         [1] * 8)
+        self.assertEqual(_simulate([0x101] + [0] * 9, _MI300X).per_xcc,
+                         [2] + [0] * 7)
+        # Bit 304 is past MI300X's last CU; bits 0/1 disagree on a WGP.
+        self.assertEqual(
+            _simulate([0] * 9 + [1 << 16], _MI300X).bits_past_last_cu, 1)
+        self.assertEqual(_simulate([0b01, 0], _RX6800).split_wgps, 1)
+
+    @parametrize("part", _PARTS, name_fn=_part_name)
+    def test_cu_mask_contract_every_k(self, part: _Part) -> None:
+        for k in range(part.total_cus):
+            problems = _contract_violations(_cu_mask(part, k), part, k)
+            self.assertEqual(problems, [], msg=f"{part.name} k={k}")
+
+    @parametrize("part", _PARTS, name_fn=_part_name)
+    def test_cu_mask_no_carveout_enables_every_cu(self, part: _Part) -> None:
+        occ = _simulate(_cu_mask(part, 0), part)
+        self.assertEqual(sum(occ.per_xcc), part.total_cus)
+
+    @parametrize("part", [_RX7900, _RX6800], name_fn=_part_name)
+    def test_cu_mask_wgp_rounds_carveout_up(self, part: _Part) -> None:
+        # Odd k frees k + 1 CUs (whole WGPs); the last k keeps one WGP.
+        self.assertEqual(sum(_simulate(_cu_mask(part, 3), part).per_xcc),
+                         part.total_cus - 4)
+        last = part.total_cus - 1
+        self.assertEqual(
+            sum(_simulate(_cu_mask(part, last), part).per_xcc),
+            _CUS_PER_WGP)
+
+    def test_cu_mask_mi300x_words(self) -> None:
+        # k = 4: the lowest 300 bits, i.e. 9 full words and 12 bits.
+        self.assertEqual(_cu_mask(_MI300X, 4), [0xFFFFFFFF] * 9 + [0xFFF])
+        # k = 16 (a multiple of 8): every XCC keeps exactly 36 CUs.
+        self.assertEqual(_simulate(_cu_mask(_MI300X, 16), _MI300X).per_xcc,
+                         [36] * 8)
+
+
+class TestUpstreamCarveoutFormula(TestCase):
+    """Regression tests: upstream's formula fails the contract we meet."""
+
+    @parametrize("part", [_MI300X, _MI250X, _MI355X, _MI300A],
+                 name_fn=_part_name)
+    def test_upstream_formula_fails_contract(self, part: _Part) -> None:
+        # Upstream enables k CUs (or k + 32), not CUs - k, so it can only
+        # meet the contract where k == CUs - k.
+        failing = [k for k in range(1, part.total_cus)
+                   if _contract_violations(
+                       _upstream_cu_mask(part.total_cus, k), part, k)]
+        passing = set(range(1, part.total_cus)) - set(failing)
+        allowed = {part.total_cus // 2} if part.total_cus % 2 == 0 else set()
+        self.assertLessEqual(passing, allowed)  # subset
+        self.assertGreater(len(failing), part.total_cus - 3)
+        for k in failing:
+            self.assertEqual(
+                _contract_violations(_cu_mask(part, k), part, k), [])
+
+    def test_upstream_enables_k_cus(self) -> None:
+        upstream = _simulate(_upstream_cu_mask(304, 4), _MI300X)
+        ours = _simulate(_cu_mask(_MI300X, 4), _MI300X)
+        self.assertEqual(sum(upstream.per_xcc), 4)  # GEMM on 4 CUs
+        self.assertEqual(sum(ours.per_xcc), 300)
+
+    def test_upstream_shift_by_32(self) -> None:
+        # k % 32 == 0: "<< 32" sets a whole extra word: 64 CUs for k = 32.
+        self.assertEqual(_upstream_cu_mask(304, 32)[:3],
+                         [0xFFFFFFFF, 0xFFFFFFFF, 0])
+        self.assertEqual(sum(_simulate(_cu_mask(_MI300X, 32),
+                                       _MI300X).per_xcc), 272)
+
+    def test_upstream_sets_bits_past_last_cu(self) -> None:
+        # k = 300 sets the top 12 bits of word 9: bits 308..319 on a part
+        # whose last CU is 303.
+        upstream = _simulate(_upstream_cu_mask(304, 300), _MI300X)
+        self.assertEqual(upstream.bits_past_last_cu, 12)
+        self.assertEqual(
+            _simulate(_cu_mask(_MI300X, 300), _MI300X).bits_past_last_cu, 0)
+
+    def test_upstream_writes_past_mask(self) -> None:
+        # Upstream never checks k: k = CUs on MI355X indexes word 8 of 8.
+        with self.assertRaises(IndexError):
+            _upstream_cu_mask(256, 256)
+        with self.assertRaisesRegex(RuntimeError, r"got k = 256"):
+            _cu_mask(_MI355X, 256)
+
+
+class TestCUMaskErrors(TestCase):
+    """Error messages name the argument and the valid range."""
+
+    def _message(self, total_cus: int, k: int, num_xcc: int,
+                 wgp_pairs: bool) -> str:
+        with self.assertRaises(RuntimeError) as ctx:
+            torch.ops.overlap_ops._rocm_cu_mask(total_cus, k, num_xcc,
+                                                wgp_pairs)
+        return str(ctx.exception).splitlines()[0]
+
+    def test_k_too_large(self) -> None:
+        self.assertExpectedInline(
+            self._message(304, 304, 8, False),
+            """sm_carveout: the carveout must satisfy 0 <= k < 304 (the device's SM count), got k = 304""")  # noqa: B950
+
+    def test_k_negative(self) -> None:
+        self.assertExpectedInline(
+            self._message(110, -1, 1, False),
+            """sm_carveout: the carveout must satisfy 0 <= k < 110 (the device's SM count), got k = -1""")  # noqa: B950
+
+    def test_total_cus_not_positive(self) -> None:
+        self.assertExpectedInline(
+            self._message(0, 0, 1, False),
+            """build_cu_mask: total_cus must be positive, got total_cus=0""")
+
+    def test_num_xcc_out_of_range(self) -> None:
+        self.assertExpectedInline(
+            self._message(304, 4, 0, False),
+            """build_cu_mask: num_xcc must be in [1, 304] (at least one XCC, at most one per CU), got num_xcc=0""")  # noqa: B950
+
+    def test_wgp_pairs_odd_cus(self) -> None:
+        self.assertExpectedInline(
+            self._message(61, 4, 1, True),
+            """build_cu_mask: with wgp_pairs, total_cus must be a multiple of 2 (CUs come in WGP pairs), got total_cus=61""")  # noqa: B950
+
+    def test_wgp_pairs_several_xcc(self) -> None:
+        self.assertExpectedInline(
+            self._message(96, 4, 2, True),
+            """build_cu_mask: with wgp_pairs, num_xcc must be 1 (no gfx10+ part has several XCCs), got num_xcc=2""")  # noqa: B950
+
+
+class _Counts(NamedTuple):
+    """What a scripted run of the stream cache on the test double saw."""
+
+    streams_created: int
+    events_created: int
+    records: int
+    waits: int
+    streams_destroyed: int
+    events_destroyed: int
+    cache_entries: int
+    forks: int
+    pass_through: int
+    wrong_stream: int
+    ordering_violations: int
+
+
+def _run_scenario(
+    num_threads: int,
+    calls_per_thread: int,
+    carveouts: list[int],
+    num_devices: int = 1,
+    capturing: bool = False,
+    part: _Part = _MI300X,
+) -> _Counts:
+    """Drives CarveoutStreamCache with the counting double from threads.
+
+    Thread t's call c uses device (t + c) % num_devices and carveout
+    carveouts[(7 t + c) % len(carveouts)]; each call forks, checks the
+    stream it got, and joins.
+    """
+    fields = torch.ops.overlap_ops._carveout_stream_scenario_fields()
+    assert list(fields) == list(_Counts._fields), fields
+    values = torch.ops.overlap_ops._carveout_stream_scenario(
+        num_threads, calls_per_thread, carveouts, num_devices, capturing,
+        part.total_cus, part.num_xcc, part.wgp_pairs)
+    return _Counts(*values)
+
+
+def _keys_used(num_threads: int, calls_per_thread: int,
+               carveouts: list[int], num_devices: int) -> set[tuple[int, int]]:
+    """The (device, k > 0) keys a scenario touches."""
+    return {((t + c) % num_devices, carveouts[(7 * t + c) % len(carveouts)])
+            for t in range(num_threads) for c in range(calls_per_thread)
+            if carveouts[(7 * t + c) % len(carveouts)] > 0}
+
+
+class TestCarveoutStreamCache(TestCase):
+    """The masked-stream cache, on the CPU through a counting double."""
+
+    @parametrize("num_threads", [1, 4, 16])
+    def test_streams_created_once_per_device_and_k(
+            self, num_threads: int) -> None:
+        calls, carveouts, devices = 300, [0, 4, 8, 16, 33], 2
+        counts = _run_scenario(num_threads, calls, carveouts, devices)
+        keys = len(_keys_used(num_threads, calls, carveouts, devices))
+        forked = counts.forks - counts.pass_through
+        self.assertEqual(counts.forks, num_threads * calls)
+        self.assertEqual(counts.cache_entries, keys)
+        self.assertEqual(counts.streams_created, keys)
+        # One event per key, reused by every call: no event per call.
+        self.assertEqual(counts.events_created, keys)
+        self.assertEqual(counts.records, 2 * forked)  # fork + join
+        self.assertEqual(counts.waits, 2 * forked)
+        self.assertEqual(counts.wrong_stream, 0)
+        self.assertEqual(counts.ordering_violations, 0)
+
+    def test_cache_destroys_what_it_created(self) -> None:
+        counts = _run_scenario(8, 100, [4, 8, 12], num_devices=4)
+        self.assertGreater(counts.streams_created, 0)
+        self.assertEqual(counts.streams_destroyed, counts.streams_created)
+        self.assertEqual(counts.events_destroyed, counts.events_created)
+
+    def test_no_carveout_is_free(self) -> None:
+        counts = _run_scenario(4, 50, [0])
+        self.assertEqual(counts.pass_through, counts.forks)
+        self.assertEqual(
+            (counts.streams_created, counts.events_created, counts.records),
+            (0, 0, 0))
+
+    def test_graph_capture_passes_through(self) -> None:
+        # Documented choice: under capture the GEMM stays on the capturing
+        # stream (a graph does not record the CU mask of a queue).
+        counts = _run_scenario(4, 50, [4, 8], num_devices=2, capturing=True)
+        self.assertEqual(counts.pass_through, counts.forks)
+        self.assertEqual(
+            (counts.streams_created, counts.events_created, counts.records,
+             counts.waits), (0, 0, 0, 0))
+
+    def test_graph_capture_still_checks_k(self) -> None:
+        with self.assertRaisesRegex(RuntimeError, r"got k = 304"):
+            _run_scenario(1, 1, [304], capturing=True)
+
+    def test_bad_k_raises_and_caches_nothing(self) -> None:
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 96 "):
+            _run_scenario(2, 3, [96], part=_RX7900)
+
+    def test_wgp_part_streams_get_wgp_masks(self) -> None:
+        counts = _run_scenario(4, 40, [1, 2, 3], part=_RX7900)
+        self.assertEqual(counts.streams_created, 3)
+        self.assertEqual(counts.wrong_stream, 0)
+
+
+instantiate_parametrized_tests(TestCUMask)
+instantiate_parametrized_tests(TestUpstreamCarveoutFormula)
+instantiate_parametrized_tests(TestCarveoutStreamCache)
+
+if __name__ == "__main__":
+    run_tests()

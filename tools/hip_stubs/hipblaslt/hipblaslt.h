@@ -1,0 +1,15 @@
+// Compile-check stand-in; see tools/hip_stubs/README.md.
+#pragma once
+#include <cstddef>
+
+typedef enum { HIPBLAS_STATUS_SUCCESS = 0 } hipblasStatus_t;
+typedef struct hipblasLtMatmulDescStub* hipblasLtMatmulDesc_t;
+typedef enum {
+  HIPBLASLT_MATMUL_DESC_SM_COUNT_TARGET = 1  // placeholder value
+} hipblasLtMatmulDescAttributes_t;
+
+hipblasStatus_t hipblasLtMatmulDescSetAttribute(
+    hipblasLtMatmulDesc_t desc,
+    hipblasLtMatmulDescAttributes_t attr,
+    const void* buf,
+    size_t size_in_bytes);

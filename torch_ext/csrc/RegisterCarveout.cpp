@@ -1,0 +1,63 @@
+// Registers private overlap_ops ops that expose the ROCm carveout host logic
+// (aten/src/ATen/cuda/CUMask.h, CarveoutStreamCache.h) to the CPU tests.
+// This file only routes to aten/; no carveout logic lives here.
+
+#include <ATen/cuda/CUMask.h>
+#include <ATen/cuda/FakeCarveoutStreamBackend.h>
+
+#include <torch/library.h>
+
+#include <string>
+#include <vector>
+
+namespace overlap_ops {
+namespace {
+
+std::vector<int64_t> rocm_cu_mask(
+    int64_t total_cus,
+    int64_t k,
+    int64_t num_xcc,
+    bool wgp_pairs) {
+  const std::vector<uint32_t> words =
+      at::cuda::build_cu_mask(total_cus, k, num_xcc, wgp_pairs);
+  return std::vector<int64_t>(words.begin(), words.end());
+}
+
+std::vector<int64_t> carveout_stream_scenario(
+    int64_t num_threads,
+    int64_t calls_per_thread,
+    std::vector<int64_t> carveouts,
+    int64_t num_devices,
+    bool capturing,
+    int64_t total_cus,
+    int64_t num_xcc,
+    bool wgp_pairs) {
+  at::cuda::CarveoutScenario scenario;
+  scenario.num_threads = num_threads;
+  scenario.calls_per_thread = calls_per_thread;
+  scenario.carveouts = std::move(carveouts);
+  scenario.num_devices = num_devices;
+  scenario.capturing = capturing;
+  scenario.topology = at::cuda::CUTopology{total_cus, num_xcc, wgp_pairs};
+  return at::cuda::carveout_scenario_counts_as_list(
+      at::cuda::run_carveout_stream_scenario(scenario));
+}
+
+std::vector<std::string> carveout_stream_scenario_fields() {
+  return at::cuda::carveout_scenario_field_names();
+}
+
+}  // namespace
+}  // namespace overlap_ops
+
+TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
+  m.def("_rocm_cu_mask(int total_cus, int k, int num_xcc, bool wgp_pairs) "
+        "-> int[]",
+        &overlap_ops::rocm_cu_mask);
+  m.def("_carveout_stream_scenario(int num_threads, int calls_per_thread, "
+        "int[] carveouts, int num_devices, bool capturing, int total_cus, "
+        "int num_xcc, bool wgp_pairs) -> int[]",
+        &overlap_ops::carveout_stream_scenario);
+  m.def("_carveout_stream_scenario_fields() -> str[]",
+        &overlap_ops::carveout_stream_scenario_fields);
+}
