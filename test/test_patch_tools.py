@@ -1,0 +1,245 @@
+# Owner(s): ["module: tooling"]
+"""CPU tests of the patch tooling: sync, check, build_wheel plan, export."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import unittest.mock
+from pathlib import Path
+
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+import build_wheel  # noqa: E402
+import check_patches  # noqa: E402
+import export_patches  # noqa: E402
+import patch_series  # noqa: E402
+import sync_patches  # noqa: E402
+
+_TORCH = check_patches._installed_torch()
+_PIN = patch_series.load_upstream(REPO)
+_HAVE_PINNED_TORCH = (_TORCH is not None
+                      and _TORCH.version.split("+")[0] == _PIN.version)
+_GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+
+
+def _copy_repo(dest: Path) -> Path:
+    """The parts of this repository the tools read, copied into dest."""
+    for name in ("aten", "patches", "tools"):
+        shutil.copytree(REPO / name, dest / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+class TestPatchTools(TestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self._tmp = tempfile.TemporaryDirectory(prefix="patch_tools.")
+        self.root = _copy_repo(Path(self._tmp.name) / "repo")
+
+    def tearDown(self) -> None:
+        self._tmp.cleanup()
+        super().tearDown()
+
+    def _generated_errors(self) -> list[str]:
+        report = check_patches.Report()
+        series = patch_series.build_series(self.root)
+        check_patches._check_generated(self.root, series, report)
+        return report.failures
+
+    def test_committed_patches_match_aten(self) -> None:
+        self.assertEqual(self._generated_errors(), [])
+
+    def test_mutated_aten_file_fails(self) -> None:
+        path = self.root / "aten/src/ATen/native/GroupedMM.cpp"
+        path.write_text(path.read_text() + "// drift\n")
+        errors = self._generated_errors()
+        self.assertTrue(errors)
+        self.assertIn("tools/sync_patches.py", errors[0])
+        sync_patches.sync(self.root)
+        self.assertEqual(self._generated_errors(), [])
+
+    def test_unmapped_aten_file_fails(self) -> None:
+        extra = self.root / "aten/src/ATen/native/cuda/Unknown.cu"
+        extra.parent.mkdir(parents=True, exist_ok=True)
+        extra.write_text("// new kernel\n")
+        problems = patch_series.build_series(self.root).problems
+        self.assertEqual(len(problems), 1)
+        self.assertIn("aten/src/ATen/native/cuda/Unknown.cu is in no patch", problems[0])
+        self.assertIn("patches/files.toml", problems[0])
+        with self.assertRaisesRegex(SystemExit, "files.toml"):
+            sync_patches.sync(self.root)
+
+    def test_stale_patch_file_fails(self) -> None:
+        (self.root / "patches/0009-old.patch").write_text("old\n")
+        errors = self._generated_errors()
+        self.assertTrue(any("0009-old.patch" in e for e in errors))
+
+    def test_native_cpp_with_cuda_include_fails(self) -> None:
+        path = self.root / "aten/src/ATen/native/GroupedMM.cpp"
+        path.write_text("#include <ATen/cuda/CUDAContext.h>\n" + path.read_text())
+        report = check_patches.Report()
+        series = patch_series.build_series(self.root)
+        check_patches._check_placement(self.root, series, report)
+        self.assertEqual(len(report.failures), 1)
+        self.assertIn("move it to native/cuda/", report.failures[0])
+
+    def test_new_file_diff_round_trip(self) -> None:
+        tree = Path(self._tmp.name, "tree")
+        tree.mkdir()
+        contents = {"a/with_newline.h": b"int x;\n", "a/without.h": b"int y;",
+                    "a/empty.h": b""}
+        diff = "".join(patch_series.new_file_diff(p, c) for p, c in contents.items())
+        (tree.parent / "new.diff").write_text(diff)
+        subprocess.run(["git", "apply", "../new.diff"], cwd=tree, check=True)
+        for path, content in contents.items():
+            self.assertEqual((tree / path).read_bytes(), content)
+            blob = subprocess.run(["git", "hash-object", path], cwd=tree,
+                                  capture_output=True, text=True, check=True)
+            self.assertIn(blob.stdout.strip()[:7], diff)
+
+    def test_declaration_mismatch_fails(self) -> None:
+        decl = ("TORCH_API at::Tensor grouped_mm_cpu(const at::Tensor & self, "
+                "const at::Tensor & mat2, const ::std::optional<at::Tensor> & "
+                "offs={}, const ::std::optional<at::Tensor> & bias={}, "
+                "::std::optional<at::ScalarType> out_dtype=::std::nullopt);")
+        report = check_patches.Report()
+        errors: list[str] = []
+        check_patches._match_declaration(self.root, "grouped_mm_cpu", decl,
+                                         True, errors, report)
+        self.assertEqual(errors, [])
+        header = self.root / "aten/src/ATen/native/GroupedMM.h"
+        header.write_text(header.read_text().replace(
+            "std::optional<ScalarType> out_dtype", "ScalarType out_dtype"))
+        check_patches._match_declaration(self.root, "grouped_mm_cpu", decl,
+                                         True, errors, report)
+        self.assertEqual(len(errors), 1)
+        self.assertIn("torchgen declares", errors[0])
+
+    @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
+    def test_full_check_passes(self) -> None:
+        report = check_patches.run_checks(self.root, None, strict=True)
+        self.assertEqual(report.failures, [])
+        names = [name for name, _, _ in report.rows]
+        self.assertTrue(any(n.startswith("torchgen (series)") for n in names))
+
+    @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
+    def test_edit_that_does_not_apply_fails(self) -> None:
+        edit = self.root / "patches/edits/0003-grouped-mm-validation-cpu.diff"
+        edit.write_text(edit.read_text().replace(
+            "    CompositeExplicitAutograd: _grouped_mm\n",
+            "    CompositeExplicitAutograd: _grouped_mm_renamed\n"))
+        sync_patches.sync(self.root)
+        report = check_patches.run_checks(self.root, None, strict=True)
+        self.assertTrue(any("does not apply to the installed" in f
+                            for f in report.failures), report.failures)
+
+    @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
+    def test_bad_dispatch_yaml_fails_torchgen(self) -> None:
+        edit = self.root / "patches/edits/0003-grouped-mm-validation-cpu.diff"
+        edit.write_text(edit.read_text().replace(
+            "+    CPU: grouped_mm_cpu", "+    NotAKey: grouped_mm_cpu"))
+        sync_patches.sync(self.root)
+        report = check_patches.run_checks(self.root, None, strict=True)
+        self.assertTrue(any("parse_native_yaml" in f for f in report.failures),
+                        report.failures)
+
+    @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
+    def test_series_on_checkout_and_build_apply(self) -> None:
+        # A stand-in checkout holding the files the series edits, with the
+        # pin rewritten to its commit.
+        src = Path(self._tmp.name, "pytorch")
+        yaml = src / check_patches.NATIVE_YAML
+        yaml.parent.mkdir(parents=True)
+        shutil.copyfile(check_patches.wheel_file(check_patches.NATIVE_YAML,
+                                                 _TORCH.site), yaml)
+        subprocess.run(["git", "init", "-q"], cwd=src, check=True)
+        subprocess.run(["git", "add", "-A"], cwd=src, check=True)
+        subprocess.run([*_GIT, "commit", "-qm", "base"], cwd=src, check=True)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src,
+                                capture_output=True, text=True,
+                                check=True).stdout.strip()
+        upstream = self.root / "patches/UPSTREAM"
+        upstream.write_text(upstream.read_text().replace(_PIN.commit, commit))
+        sync_patches.sync(self.root)
+        series = patch_series.build_series(self.root)
+        report = check_patches.Report()
+        check_patches._check_pytorch_src(src, self.root, series, report)
+        self.assertEqual(report.failures, [])
+        plan = argparse.Namespace(src=src)
+        build_wheel._apply_series(plan, self.root, series.upstream)
+        self.assertIn("CPU: grouped_mm_cpu", yaml.read_text())
+        self.assertTrue((src / "aten/src/ATen/native/GroupedMM.h").exists())
+        build_wheel._apply_series(plan, self.root, series.upstream)  # no-op
+        report = check_patches.Report()
+        check_patches._check_pytorch_src(src, self.root, series, report)
+        self.assertTrue(report.failures)  # already applied: no longer applies
+
+
+class TestBuildWheelPlan(TestCase):
+    def _plan(self, which, has_module=lambda name: True, **kwargs):
+        args = argparse.Namespace(backend=kwargs.get("backend"), arch_list=None,
+                                  max_jobs=4, pytorch_src=kwargs.get("src"),
+                                  dry_run=True)
+        return build_wheel.make_plan(args, REPO, which=which,
+                                     has_module=has_module)
+
+    def test_missing_nvcc_is_reported(self) -> None:
+        with unittest.mock.patch.dict(os.environ, {"CUDA_HOME": "/nonexistent"}):
+            plan = self._plan(
+                lambda tool: None if tool == "nvcc" else f"/bin/{tool}",
+                backend="cuda")
+        self.assertTrue(any(p.startswith("nvcc not found") for p in plan.problems),
+                        plan.problems)
+
+    def test_missing_tools_and_modules_are_reported(self) -> None:
+        with unittest.mock.patch.dict(os.environ, {"ROCM_PATH": "/nonexistent"}):
+            plan = self._plan(lambda tool: None, has_module=lambda m: m != "yaml",
+                              backend="rocm", src=Path("/nonexistent/pytorch"))
+        text = "\n".join(plan.problems)
+        for expected in ("git not found", "cmake not found", "ninja not found",
+                         "no C++ compiler", "hipcc not found",
+                         "pip install pyyaml", "is not a git checkout"):
+            self.assertIn(expected, text)
+        self.assertEqual(plan.env["USE_ROCM"], "1")
+        self.assertEqual(plan.env["PYTORCH_ROCM_ARCH"], "gfx942")
+
+    def test_cuda_env(self) -> None:
+        plan = self._plan(lambda tool: f"/usr/bin/{tool}", backend="cuda")
+        self.assertEqual(plan.env["USE_CUDA"], "1")
+        self.assertEqual(plan.env["MAX_JOBS"], "4")
+        self.assertEqual(plan.env["CMAKE_CUDA_COMPILER_LAUNCHER"], "/usr/bin/ccache")
+        self.assertIn("TORCH_CUDA_ARCH_LIST", plan.env)
+
+
+class TestExport(TestCase):
+    def test_descriptions_and_measurements(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = _copy_repo(Path(tmp))
+            series = patch_series.build_series(root)
+            patch = series.emitted[0]
+            text = export_patches.pr_description(root, series, patch)
+            for heading in ("## Motivation", "## What changed", "## Test plan"):
+                self.assertIn(heading, text)
+            self.assertIn("No measurements yet.", text)
+            results = root / "results"
+            results.mkdir()
+            (results / f"{patch.spec.results[0].rstrip('*')}.json").write_text(
+                json.dumps({"summary": {"geomean_speedup": 1.7}}))
+            text = export_patches.pr_description(root, series, patch)
+            self.assertIn("geomean_speedup | 1.7", text)
+            mbox = export_patches.write_mbox(root, series, Path(tmp))
+            self.assertIn(f"[PATCH 1/{len(series.emitted)}]", mbox.read_text())
+
+
+if __name__ == "__main__":
+    run_tests()

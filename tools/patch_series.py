@@ -1,0 +1,394 @@
+"""Builds the patch series against upstream PyTorch from this repository.
+
+The series has one source of truth per kind of content:
+
+* new upstream files come from ``aten/`` (and ``test/`` for tests), copied
+  byte for byte into ``new file`` diffs, never edited by hand;
+* the few hunks against files upstream already has (dispatch entries,
+  derivatives, meta registrations) live in ``patches/edits/NNNN-slug.diff``;
+* ``patches/files.toml`` says which files and which edits make each patch.
+
+``build_series`` turns those into ``patches/NNNN-slug.patch`` texts in
+``git format-patch`` form; ``tools/sync_patches.py`` writes them and
+``tools/check_patches.py`` proves they are current and apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+REPO = Path(__file__).resolve().parent.parent
+MAPPING = "patches/files.toml"
+UPSTREAM = "patches/UPSTREAM"
+SERIES = "patches/series"
+# Roots whose files must each belong to exactly one patch.
+SOURCE_ROOT = "aten/"
+TEST_ROOT = "test/"
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    """The pinned upstream base: tag, its commit and where to clone it."""
+
+    tag: str
+    commit: str
+    url: str
+    version: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PatchSpec:
+    """One entry of files.toml: what one upstreamable patch carries."""
+
+    number: int
+    slug: str
+    subject: str
+    motivation: str
+    test_plan: str
+    sources: tuple[str, ...]  # fnmatch patterns, relative to the repo root
+    tests: tuple[tuple[str, str], ...]  # (path here, path upstream)
+    edits: Optional[str]  # path relative to patches/
+    requires: tuple[str, ...]  # repo paths that must exist to emit the patch
+    results: tuple[str, ...]  # glob patterns under results/
+
+    @property
+    def filename(self) -> str:
+        return f"{self.number:04d}-{self.slug}.patch"
+
+
+@dataclasses.dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` hunk of a file diff; ``header`` is the ``@@`` line."""
+
+    header: str
+    old_start: int
+    old_len: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FileDiff:
+    """The diff of one upstream path inside a patch."""
+
+    path: str  # upstream path
+    text: str  # from "diff --git" up to the next file diff
+    origin: str  # repo path it was generated from, or the edits file
+    new_file: bool
+    hunks: tuple[Hunk, ...]
+
+    @property
+    def added(self) -> int:
+        return _count_lines(self.text, "+")
+
+    @property
+    def removed(self) -> int:
+        return _count_lines(self.text, "-")
+
+
+@dataclasses.dataclass
+class BuiltPatch:
+    """A patch spec with its generated file diffs and edit diffs."""
+
+    spec: PatchSpec
+    new_files: list[FileDiff]
+    edits: list[FileDiff]
+    pending: Optional[str]  # why the patch is not in the series yet
+
+    @property
+    def file_diffs(self) -> list[FileDiff]:
+        return self.new_files + self.edits
+
+
+@dataclasses.dataclass
+class Series:
+    """Everything the tools need: pin, patches, and mapping problems."""
+
+    upstream: Upstream
+    author: str
+    date: str
+    patches: list[BuiltPatch]
+    problems: list[str]  # mapping errors: each one fails the check
+    notes: list[str]  # informational (e.g. test files in no patch)
+
+    @property
+    def emitted(self) -> list[BuiltPatch]:
+        return [p for p in self.patches if p.pending is None]
+
+
+def _count_lines(text: str, sign: str) -> int:
+    count = 0
+    for line in text.splitlines():
+        if line.startswith(sign) and not line.startswith(sign * 3 + " "):
+            count += 1
+    return count
+
+
+def load_upstream(root: Path = REPO) -> Upstream:
+    """Reads patches/UPSTREAM (TOML: tag, commit, url, version)."""
+    data = tomllib.loads((root / UPSTREAM).read_text())
+    commit = str(data["commit"])
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise ValueError(f"{UPSTREAM}: commit must be 40 hex digits, got {commit!r}")
+    return Upstream(tag=str(data["tag"]), commit=commit, url=str(data["url"]),
+                    version=str(data["version"]))
+
+
+def _tests_of(entry: dict) -> tuple[tuple[str, str], ...]:
+    tests = []
+    for item in entry.get("tests", []):
+        if isinstance(item, str):
+            tests.append((item, item))
+        else:
+            tests.append((str(item["src"]), str(item.get("dst", item["src"]))))
+    return tuple(tests)
+
+
+def load_specs(root: Path = REPO) -> tuple[dict, list[PatchSpec]]:
+    """Reads patches/files.toml; returns its [series] table and the specs."""
+    data = tomllib.loads((root / MAPPING).read_text())
+    specs = []
+    for entry in data.get("patch", []):
+        specs.append(PatchSpec(
+            number=int(entry["number"]),
+            slug=str(entry["slug"]),
+            subject=str(entry["subject"]),
+            motivation=str(entry.get("motivation", "")).strip(),
+            test_plan=str(entry.get("test_plan", "")).strip(),
+            sources=tuple(entry.get("sources", [])),
+            tests=_tests_of(entry),
+            edits=entry.get("edits"),
+            requires=tuple(entry.get("requires", [])),
+            results=tuple(entry.get("results", [])),
+        ))
+    specs.sort(key=lambda s: s.number)
+    numbers = [s.number for s in specs]
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"{MAPPING}: patch numbers repeat: {numbers}")
+    return data.get("series", {}), specs
+
+
+def _tracked_files(root: Path, top: str) -> list[str]:
+    base = root / top
+    if not base.is_dir():
+        return []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames
+                             if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".orig", ".rej", "~")):
+                continue
+            found.append(Path(dirpath, name).relative_to(root).as_posix())
+    return found
+
+
+def _blob_id(data: bytes) -> str:
+    """The git blob id of ``data``, as ``git hash-object`` computes it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def new_file_diff(path: str, data: bytes, executable: bool = False) -> str:
+    """A ``git diff`` text that creates ``path`` with content ``data``."""
+    mode = "100755" if executable else "100644"
+    head = (f"diff --git a/{path} b/{path}\n"
+            f"new file mode {mode}\n"
+            f"index 0000000..{_blob_id(data)[:7]}\n")
+    if not data:
+        return head
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    ends_with_newline = lines[-1] == ""
+    if ends_with_newline:
+        lines = lines[:-1]
+    body = "".join(f"+{line}\n" for line in lines)
+    if not ends_with_newline:
+        body += "\\ No newline at end of file\n"
+    count = len(lines)
+    span = "1" if count == 1 else f"1,{count}"
+    return head + f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +{span} @@\n" + body
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+
+
+def split_file_diffs(text: str, origin: str) -> list[FileDiff]:
+    """Splits a multi-file git diff into one FileDiff per path."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            blocks.append([])
+        if blocks:
+            blocks[-1].append(line)
+    diffs = []
+    for block in blocks:
+        match = re.match(r"diff --git a/(\S+) b/(\S+)", block[0])
+        if not match:
+            raise ValueError(f"{origin}: bad diff header {block[0]!r}")
+        hunks = []
+        for line in block:
+            hunk = _HUNK.match(line)
+            if hunk:
+                old_len = 1 if hunk.group(2) is None else int(hunk.group(2))
+                hunks.append(Hunk(line.rstrip("\n"), int(hunk.group(1)), old_len))
+        diffs.append(FileDiff(
+            path=match.group(2), text="".join(block), origin=origin,
+            new_file=any(l.startswith("new file mode") for l in block[:4]),
+            hunks=tuple(hunks)))
+    return diffs
+
+
+def _match_sources(files: list[str], specs: list[PatchSpec]
+                   ) -> tuple[dict[int, list[str]], list[str]]:
+    owned: dict[int, list[str]] = {s.number: [] for s in specs}
+    problems = []
+    for path in files:
+        owners = [s for s in specs
+                  if any(fnmatch.fnmatchcase(path, pat) for pat in s.sources)]
+        if not owners:
+            problems.append(
+                f"{path} is in no patch: add it to the `sources` of one "
+                f"[[patch]] in {MAPPING}, then run tools/sync_patches.py")
+        elif len(owners) > 1:
+            names = ", ".join(s.filename for s in owners)
+            problems.append(f"{path} matches several patches ({names}): "
+                            f"make the `sources` patterns in {MAPPING} disjoint")
+        else:
+            owned[owners[0].number].append(path)
+    return owned, problems
+
+
+def _new_file_diffs(root: Path, pairs: list[tuple[str, str]]) -> list[FileDiff]:
+    diffs = []
+    for src, dst in pairs:
+        full = root / src
+        text = new_file_diff(dst, full.read_bytes(), os.access(full, os.X_OK))
+        diffs.extend(split_file_diffs(text, src))
+    return diffs
+
+
+def _build_patch(root: Path, spec: PatchSpec, sources: list[str]
+                 ) -> tuple[BuiltPatch, list[str]]:
+    problems = []
+    tests = [(s, d) for s, d in spec.tests if (root / s).is_file()]
+    new_files = _new_file_diffs(root, [(p, p) for p in sources] + tests)
+    edits: list[FileDiff] = []
+    if spec.edits:
+        edit_path = root / "patches" / spec.edits
+        if edit_path.is_file():
+            edits = split_file_diffs(edit_path.read_text(), f"patches/{spec.edits}")
+        else:
+            problems.append(f"{spec.filename}: edits file patches/{spec.edits} "
+                            "is missing")
+    missing = [r for r in spec.requires if not (root / r).exists()]
+    pending = None
+    if missing:
+        pending = "waiting for " + ", ".join(missing)
+    elif not new_files and not edits:
+        pending = "no sources yet"
+    return BuiltPatch(spec, new_files, edits, pending), problems
+
+
+def build_series(root: Path = REPO) -> Series:
+    """Reads the mapping and the sources; returns the series in memory."""
+    upstream = load_upstream(root)
+    meta, specs = load_specs(root)
+    owned, problems = _match_sources(_tracked_files(root, SOURCE_ROOT), specs)
+    notes = []
+    mapped_tests = {src for s in specs for src, _ in s.tests}
+    mapped_tests.update(meta.get("not_upstream", []))
+    for path in _tracked_files(root, TEST_ROOT):
+        if path.endswith(".py") and path not in mapped_tests:
+            notes.append(f"{path} is in no patch (extension/tooling test?)")
+    for spec in specs:
+        for src, _ in spec.tests:
+            if not (root / src).is_file():
+                notes.append(f"{spec.filename}: test {src} does not exist yet")
+    patches = []
+    for spec in specs:
+        built, extra = _build_patch(root, spec, owned[spec.number])
+        problems.extend(extra)
+        patches.append(built)
+    return Series(upstream=upstream, author=str(meta.get("author", "")),
+                  date=str(meta.get("date", "")), patches=patches,
+                  problems=problems, notes=notes)
+
+
+def _diffstat(diffs: list[FileDiff]) -> str:
+    if not diffs:
+        return ""
+    width = max(len(d.path) for d in diffs)
+    lines = []
+    for d in diffs:
+        changes = d.added + d.removed
+        scale = min(1.0, 40 / changes) if changes else 1.0
+        bar = "+" * round(d.added * scale) + "-" * round(d.removed * scale)
+        lines.append(f" {d.path.ljust(width)} | {changes:4d} {bar}".rstrip())
+    added = sum(d.added for d in diffs)
+    removed = sum(d.removed for d in diffs)
+    lines.append(f" {len(diffs)} files changed, {added} insertions(+), "
+                 f"{removed} deletions(-)")
+    for d in diffs:
+        mode = re.search(r"^new file mode (\d+)$", d.text, re.M)
+        if mode:
+            lines.append(f" create mode {mode.group(1)} {d.path}")
+    return "\n".join(lines) + "\n"
+
+
+def commit_message(patch: BuiltPatch) -> str:
+    """Subject line, blank line, body: what ``git am`` records."""
+    spec = patch.spec
+    body = [spec.motivation] if spec.motivation else []
+    if spec.test_plan:
+        body.append("Test plan:\n" + spec.test_plan)
+    return spec.subject + "\n\n" + "\n\n".join(body) + "\n"
+
+
+def render_patch(series: Series, patch: BuiltPatch,
+                 prefix: str = "[PATCH]") -> str:
+    """The ``git format-patch`` text of one patch."""
+    message = commit_message(patch)
+    subject, _, body = message.partition("\n\n")
+    head = ("From 0000000000000000000000000000000000000000 "
+            "Mon Sep 17 00:00:00 2001\n"
+            f"From: {series.author}\n")
+    if series.date:
+        head += f"Date: {series.date}\n"
+    head += f"Subject: {prefix} {subject}\n\n{body}---\n"
+    diffs = "".join(d.text for d in patch.file_diffs)
+    return (head + _diffstat(patch.file_diffs) + "\n" + diffs
+            + "-- \noverlap-ops tools/sync_patches.py\n\n")
+
+
+def expected_outputs(series: Series) -> dict[str, str]:
+    """Every generated file under patches/, keyed by repo-relative path."""
+    out = {}
+    names = []
+    for patch in series.emitted:
+        name = patch.spec.filename
+        names.append(name)
+        out[f"patches/{name}"] = render_patch(series, patch)
+    header = (f"# Patch series against PyTorch {series.upstream.tag} "
+              f"({series.upstream.commit}).\n"
+              "# Generated by tools/sync_patches.py from patches/files.toml; "
+              "apply in this order.\n")
+    out[SERIES] = header + "".join(n + "\n" for n in names)
+    return out
+
+
+def generated_on_disk(root: Path = REPO) -> list[str]:
+    """Patch files and the series file currently under patches/."""
+    found = sorted(p.relative_to(root).as_posix()
+                   for p in (root / "patches").glob("[0-9][0-9][0-9][0-9]-*.patch"))
+    if (root / SERIES).exists():
+        found.append(SERIES)
+    return found
