@@ -20,14 +20,6 @@ namespace {
 using grouped_mm::Geometry;
 using grouped_mm::GroupedDim;
 using grouped_mm::LaunchArgs;
-using grouped_mm::OperandStrides;
-
-OperandStrides strides_of(const Tensor& t) {
-  if (t.dim() == 3) {
-    return {t.stride(0), t.stride(1), t.stride(2)};
-  }
-  return {0, t.stride(0), t.stride(1)};
-}
 
 Geometry make_geometry(
     const GroupedMMProblem& p, const Tensor& a, const Tensor& b,
@@ -35,9 +27,9 @@ Geometry make_geometry(
   Geometry geo;
   geo.num_groups = p.num_groups;
   geo.extent = p.grouped_extent;
-  geo.a = strides_of(a);
-  geo.b = strides_of(b);
-  geo.d = strides_of(out);
+  geo.a = grouped_mm::operand_strides(a);
+  geo.b = grouped_mm::operand_strides(b);
+  geo.d = grouped_mm::operand_strides(out);
   switch (p.layout) {
     case GroupedMMLayout::k2dx3d:
       geo.grouped = GroupedDim::kRows;
@@ -96,6 +88,17 @@ Tensor grouped_mm_cuda(
   c10::cuda::CUDAGuard guard(self.device());
   check_offsets_if_requested(offs, p);
 
+  if (p.layout == GroupedMMLayout::k3dx2d &&
+      grouped_mm::sm90_available_for(p.input_dtype)) {
+    // Columns grouped in a row-major output are not 16-byte aligned for
+    // TMA. Compute out^T = mat2^T @ self^T as 2d x 3d instead, then copy.
+    return grouped_mm_cuda(
+               mat2.t(), self.transpose(-2, -1), offs, std::nullopt,
+               out_dtype)
+        .t()
+        .contiguous();
+  }
+
   Tensor out = at::empty(p.out_sizes, self.options().dtype(p.out_dtype));
   if (out.numel() == 0) {
     return out;
@@ -111,6 +114,7 @@ Tensor grouped_mm_cuda(
 
   grouped_mm::launch_zero_tail(args);
   if (!grouped_mm::try_launch_sm90_grouped_mm(args)) {
+    // The generic kernel also writes k = 0 groups and the bias itself.
     grouped_mm::launch_generic_grouped_mm(args);
   }
   return out;

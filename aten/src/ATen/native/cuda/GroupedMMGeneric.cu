@@ -119,20 +119,6 @@ __global__ void __launch_bounds__(kThreads) generic_grouped_mm_kernel(
   }
 }
 
-template <typename Out, typename OffsT>
-__global__ void zero_tail_kernel(Geometry geo, Out* d, const OffsT* offs) {
-  const int64_t end = clamped_total(offs, geo.num_groups, geo.extent);
-  const int64_t tail = geo.extent - end;
-  const bool rows = geo.grouped == GroupedDim::kRows;
-  const int64_t count = rows ? tail * geo.n : geo.m * tail;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = rows ? end + i / geo.n : i / tail;
-    const int64_t c = rows ? i % geo.n : end + i % tail;
-    d[r * geo.d.row + c * geo.d.col] = Out(0);
-  }
-}
-
 template <typename OffsT>
 const OffsT* offs_ptr(const Tensor& offs) {
   return offs.defined() ? offs.const_data_ptr<OffsT>() : nullptr;
@@ -170,28 +156,6 @@ void launch_generic_grouped_mm(const LaunchArgs& args) {
           launch_generic_typed<In, float>(args);
         }
       });
-}
-
-void launch_zero_tail(const LaunchArgs& args) {
-  if (args.geo.grouped != GroupedDim::kRows &&
-      args.geo.grouped != GroupedDim::kCols) {
-    return;
-  }
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  const dim3 grid(static_cast<unsigned>(args.sm_limit));
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      kBFloat16, kHalf, args.out.scalar_type(), "grouped_mm_zero_tail", [&] {
-        if (args.offs.scalar_type() == kLong) {
-          zero_tail_kernel<scalar_t, int64_t><<<grid, 256, 0, stream>>>(
-              args.geo, args.out.mutable_data_ptr<scalar_t>(),
-              args.offs.const_data_ptr<int64_t>());
-        } else {
-          zero_tail_kernel<scalar_t, int32_t><<<grid, 256, 0, stream>>>(
-              args.geo, args.out.mutable_data_ptr<scalar_t>(),
-              args.offs.const_data_ptr<int32_t>());
-        }
-      });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace at::native::grouped_mm

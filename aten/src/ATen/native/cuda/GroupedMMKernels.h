@@ -23,6 +23,23 @@ struct LaunchArgs {
   int64_t sm_limit;  // grid limit from the SM-carveout policy
 };
 
+// Element strides of a 2d or 3d operand seen as per-group matrices.
+inline OperandStrides operand_strides(const Tensor& t) {
+  if (t.dim() == 3) {
+    return {t.stride(0), t.stride(1), t.stride(2)};
+  }
+  return {0, t.stride(0), t.stride(1)};
+}
+
+// Which grouped-mm kernel family to use. OVERLAP_OPS_GROUPED_MM_BACKEND
+// = auto (default) | sm90 | generic forces one for testing and benchmarks.
+enum class Backend { kAuto, kSm90, kGeneric };
+Backend requested_backend();
+
+// True when the Hopper kernels can take this input dtype on the current
+// GPU (fp32 only when TF32 is allowed). Decided from host state only.
+bool sm90_available_for(ScalarType input_dtype);
+
 // Any dtype, layout, stride or size; fp32 math (exact for float32 inputs).
 // Also writes k = 0 groups (zeros + bias). Does not touch the tail.
 void launch_generic_grouped_mm(const LaunchArgs& args);
@@ -30,8 +47,13 @@ void launch_generic_grouped_mm(const LaunchArgs& args);
 // Zeros rows (kRows) or columns (kCols) of out past the clamped offs[-1].
 void launch_zero_tail(const LaunchArgs& args);
 
+// After a tensor-core GEMM: writes zeros (plus bias) into k = 0 groups and
+// adds the bias to the other groups. No-op when neither applies.
+void launch_finish_groups(const LaunchArgs& args);
+
 // Hopper TMA + WGMMA kernels. Returns false, having launched nothing, when
 // this GPU, dtype or operand layout is not covered; the caller falls back.
-bool try_launch_sm90_grouped_mm(const LaunchArgs& args);
+// May replace args.a / args.b (and their strides) by re-laid-out copies.
+bool try_launch_sm90_grouped_mm(LaunchArgs& args);
 
 }  // namespace at::native::grouped_mm
