@@ -14,6 +14,11 @@ if [[ -d .whl ]]; then
     --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
   export CUTLASS_INCLUDE_DIR=/tmp/site/cutlass_library/source/include
 fi
+# The image's default CXX (/opt/gcc/bin/g++) links libstdc++ statically, so a
+# c10::Error thrown from the extension cannot be caught by libtorch: the
+# process segfaults on the first TORCH_CHECK failure (seen 2026-11-30).
+# The system compiler links libstdc++ dynamically, as torch itself does.
+export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
 for stage in "$@"; do

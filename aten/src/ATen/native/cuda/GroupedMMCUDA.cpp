@@ -1,5 +1,5 @@
-// Host code only (compiled by the C++ compiler, not nvcc): every error this
-// file raises is thrown and unwound in ordinary C++ frames.
+// Host code only, so it is compiled by the C++ compiler like upstream's
+// GroupedBlas.cpp; the .cu files hold kernels and their launchers.
 
 // CUDA _grouped_mm: host-side validation and dispatch. The decision is made
 // from host metadata only (dtypes, shapes, strides, GPU), never from the
