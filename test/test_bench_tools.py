@@ -1,0 +1,516 @@
+# Owner(s): ["module: benchmarks"]
+"""CPU tests of the grouped-GEMM benchmark (tools/bench_grouped_mm.py).
+
+Covers what does not need a GPU: argument parsing and the run plan, the
+group sizes of each distribution, FLOPs/bytes/floor math, input rotation,
+the float64 per-group check (on CPU tensors), and the markdown/PNG reports
+rendered from fake timings, including ``--render``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import sys
+import tempfile
+import unittest.mock
+from pathlib import Path
+
+import torch
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+    run_tests,
+    TestCase,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+import bench_grouped_mm as bench  # noqa: E402
+import grouped_mm_cases as cases  # noqa: E402
+import grouped_mm_report as report  # noqa: E402
+
+_SUITES = [REPO / "bench" / "moe_shapes.json",
+           REPO / "bench" / "moe_shapes_extra.json"]
+_SHARED_SUITE = REPO.parent / "shared" / "bench" / "moe_shapes.json"
+
+
+def _parse_fails(argv: list[str]) -> bool:
+    """True when argparse rejects argv (its message is swallowed)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            bench._parse_args(argv)
+        except SystemExit:
+            return True
+    return False
+
+
+class TestBenchArgs(TestCase):
+    def test_defaults(self) -> None:
+        args = bench._parse_args([])
+        self.assertEqual(args.passes, ["fwd"])
+        self.assertEqual(args.dtypes, ["bf16", "fp16"])
+        self.assertEqual(Path(args.shapes), REPO / "bench" /
+                         "moe_shapes.json")
+        self.assertFalse(args.inductor)
+        self.assertEqual(args.backend_env, [])
+        self.assertEqual(Path(args.out), REPO / "results" / "tmp")
+
+    def test_lists_keep_order_and_drop_repeats(self) -> None:
+        args = bench._parse_args(["--passes", "wgrad,fwd,wgrad",
+                                  "--dtypes", "fp32,bf16"])
+        self.assertEqual(args.passes, ["wgrad", "fwd"])
+        self.assertEqual(args.dtypes, ["fp32", "bf16"])
+
+    def test_bad_lists_are_rejected(self) -> None:
+        self.assertTrue(_parse_fails(["--dtypes", "bf16,int8"]))
+        self.assertTrue(_parse_fails(["--passes", "bwd"]))
+        self.assertTrue(_parse_fails(["--passes", ","]))
+        self.assertTrue(_parse_fails(["--dists", "uniform"]))
+
+    def test_backend_env(self) -> None:
+        args = bench._parse_args([
+            "--backend-env", "OVERLAP_OPS_GROUPED_MM_BACKEND=sm80",
+            "--backend-env", "X=a=b"])
+        self.assertEqual(args.backend_env,
+                         [("OVERLAP_OPS_GROUPED_MM_BACKEND", "sm80"),
+                          ("X", "a=b")])
+        self.assertEqual(bench._ours_label(args.backend_env),
+                         "ours[OVERLAP_OPS_GROUPED_MM_BACKEND=sm80,X=a=b]")
+        self.assertEqual(bench._ours_label([]), "ours")
+        self.assertTrue(_parse_fails(["--backend-env", "NOVALUE"]))
+        self.assertTrue(_parse_fails(["--backend-env", "=x"]))
+
+    def test_render_writes_next_to_its_json_by_default(self) -> None:
+        self.assertEqual(bench._parse_args(["--render", "/r"]).out, "/r")
+        self.assertEqual(
+            bench._parse_args(["--render", "/r", "--out", "/o"]).out, "/o")
+
+
+class TestBenchPlan(TestCase):
+    def setUp(self) -> None:
+        self.suite = cases.load_suite(_SUITES[0])
+
+    def test_full_plan_covers_every_case_dist_dtype_pass(self) -> None:
+        args = bench._parse_args(["--passes", "fwd,dgrad,wgrad",
+                                  "--dtypes", "bf16,fp16,fp32"])
+        plan = bench._plan(self.suite, args)
+        self.assertEqual(len(plan), 10 * 3 * 3 * 3)
+        self.assertEqual(len({(r.case.name, r.dist, r.dtype, r.pass_name)
+                              for r in plan}), len(plan))
+        self.assertEqual({r.label for r in plan}, {"bf16", "fp16", "tf32"})
+
+    def test_quick_is_two_cases_one_dist(self) -> None:
+        plan = bench._plan(self.suite, bench._parse_args(["--quick"]))
+        self.assertEqual(len({r.case.name for r in plan}), 2)
+        self.assertEqual({r.dist for r in plan}, {"balanced"})
+        self.assertEqual(len(plan), 2 * 2)  # x bf16, fp16; fwd
+
+    def test_case_and_dist_filters(self) -> None:
+        args = bench._parse_args(["--cases", "qwen3_decode,grin_moe",
+                                  "--dists", "sparse"])
+        plan = bench._plan(self.suite, args)
+        self.assertEqual([(r.case.name, r.dist, r.dtype) for r in plan],
+                         [("grin_moe", "sparse", "bf16"),
+                          ("grin_moe", "sparse", "fp16"),
+                          ("qwen3_decode", "sparse", "bf16"),
+                          ("qwen3_decode", "sparse", "fp16")])
+        with self.assertRaises(SystemExit):
+            bench._plan(self.suite, bench._parse_args(["--cases", "nope"]))
+
+
+class TestSuites(TestCase):
+    def test_bench_copy_matches_shared_suite(self) -> None:
+        if not _SHARED_SUITE.exists():
+            self.skipTest("no ../shared checkout")
+        self.assertEqual(_SUITES[0].read_bytes(), _SHARED_SUITE.read_bytes())
+
+    def test_suites_load_and_differ(self) -> None:
+        shared, extra = (cases.load_suite(p) for p in _SUITES)
+        self.assertEqual(len(shared.cases), 10)
+        self.assertEqual(set(shared.dists), set(cases.DISTS))
+        self.assertEqual(set(extra.dists), set(cases.DISTS))
+        self.assertFalse({c.name for c in shared.cases}
+                         & {c.name for c in extra.cases})
+        self.assertFalse({(c.M, c.K, c.N, c.E) for c in shared.cases}
+                         & {(c.M, c.K, c.N, c.E) for c in extra.cases})
+        self.assertIn("config.json", extra.about)
+        for case in extra.cases:  # stock stops at 1024 groups
+            self.assertLessEqual(case.E, 1024)
+
+    def test_unknown_dist_is_rejected(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "s.json"
+            path.write_text(json.dumps({
+                "dists": {"zipf": "?"},
+                "cases": [{"name": "x", "M": 1, "K": 1, "N": 1, "E": 1}]}))
+            with self.assertRaisesRegex(ValueError, "zipf"):
+                cases.load_suite(path)
+
+
+class TestGroupSizes(TestCase):
+    def test_balanced_remainder_to_group_zero(self) -> None:
+        self.assertEqual(cases.group_sizes("balanced", 10, 3), [4, 3, 3])
+        self.assertEqual(cases.group_sizes("balanced", 2, 4), [2, 0, 0, 0])
+
+    def test_sparse_every_fourth_group_empty(self) -> None:
+        self.assertEqual(cases.group_sizes("sparse", 1000, 8),
+                         [170, 166, 166, 0, 166, 166, 166, 0])
+        self.assertEqual(cases.group_sizes("sparse", 7, 3), [3, 2, 2])
+        sizes = cases.group_sizes("sparse", 65536, 128)
+        self.assertEqual([g for g, s in enumerate(sizes) if s == 0],
+                         list(range(3, 128, 4)))
+
+    def test_skewed_matches_formula(self) -> None:
+        gen = torch.Generator().manual_seed(0)
+        u = torch.rand(32, generator=gen, dtype=torch.float64)
+        weight = u ** 3 + 1e-3
+        expected = torch.floor(weight / weight.sum() * 32768).long()
+        sizes = cases.group_sizes("skewed", 32768, 32)
+        self.assertEqual(sizes[1:], expected[1:].tolist())
+        self.assertEqual(sizes[0] - int(expected[0]),
+                         32768 - int(expected.sum()))
+        self.assertEqual(sizes, cases.group_sizes("skewed", 32768, 32))
+        self.assertGreater(max(sizes), 3 * 32768 / 32)  # really skewed
+
+    @parametrize("dist", cases.DISTS)
+    def test_every_suite_case_sums_to_m(self, dist: str) -> None:
+        for path in _SUITES:
+            for case in cases.load_suite(path).cases:
+                sizes = cases.group_sizes(dist, case.M, case.E)
+                self.assertEqual(len(sizes), case.E)
+                self.assertEqual(sum(sizes), case.M)
+                self.assertGreaterEqual(min(sizes), 0)
+                self.assertEqual(cases.offsets(sizes)[-1], case.M)
+
+    def test_bad_arguments(self) -> None:
+        with self.assertRaisesRegex(ValueError, "dist"):
+            cases.group_sizes("zipf", 10, 2)
+        with self.assertRaisesRegex(ValueError, "groups"):
+            cases.group_sizes("balanced", 10, 0)
+
+
+class TestFloor(TestCase):
+    _CASE = cases.Case("t", M=1000, K=64, N=32, E=8)
+
+    def test_fwd_counts_live_weights_once(self) -> None:
+        sizes = cases.group_sizes("sparse", 1000, 8)  # 6 live groups
+        work = cases.cost(self._CASE, sizes, "fwd", 2)
+        self.assertEqual(work.flops, 2 * 1000 * 32 * 64)
+        self.assertEqual(work.bytes,
+                         2 * (1000 * 64 + 1000 * 32 + 6 * 64 * 32))
+
+    def test_dgrad_and_wgrad_bytes(self) -> None:
+        sizes = cases.group_sizes("sparse", 1000, 8)
+        dgrad = cases.cost(self._CASE, sizes, "dgrad", 4)
+        self.assertEqual(dgrad.bytes,
+                         4 * (1000 * 32 + 1000 * 64 + 6 * 32 * 64))
+        wgrad = cases.cost(self._CASE, sizes, "wgrad", 2)
+        self.assertEqual(wgrad.flops, 2 * 1000 * 32 * 64)
+        # the whole (E, K, N) output: empty groups are written as zeros
+        self.assertEqual(wgrad.bytes,
+                         2 * (1000 * 64 + 1000 * 32 + 8 * 64 * 32))
+        with self.assertRaisesRegex(ValueError, "pass"):
+            cases.cost(self._CASE, sizes, "bwd", 2)
+
+    def test_floor_is_the_larger_term(self) -> None:
+        work = cases.Cost(flops=2 * 10 ** 12, bytes=10 ** 9)
+        compute = cases.floor(work, peak_flops=1e15, copy_bytes_per_s=1e12)
+        self.assertEqual(compute.bound, "compute")
+        self.assertAlmostEqual(compute.us, 2000.0)
+        self.assertAlmostEqual(compute.memory_us, 1000.0)
+        memory = cases.floor(work, peak_flops=1e16, copy_bytes_per_s=1e12)
+        self.assertEqual(memory.bound, "memory")
+        self.assertAlmostEqual(memory.us, 1000.0)
+        self.assertAlmostEqual(memory.compute_us, 200.0)
+
+    def test_decode_case_is_memory_bound(self) -> None:
+        case = cases.Case("qwen3_decode", 1024, 2048, 1536, 128)
+        sizes = cases.group_sizes("balanced", case.M, case.E)
+        f = cases.floor(cases.cost(case, sizes, "fwd", 2), 800e12, 4e12)
+        self.assertEqual(f.bound, "memory")
+        self.assertAlmostEqual(
+            f.us, 2 * (1024 * 2048 + 1024 * 1536 + 128 * 2048 * 1536)
+            / 4e12 * 1e6)
+
+    def test_rotation_sets(self) -> None:
+        l2 = 60 << 20
+        self.assertEqual(cases.rotation_sets(2 * l2, l2), 1)
+        self.assertEqual(cases.rotation_sets(l2, l2), 3)
+        self.assertEqual(cases.rotation_sets(68 << 20, l2), 3)
+        self.assertEqual(cases.rotation_sets(1, l2), 256)
+        # between two uses of a set, >= 2x L2 of other sets is touched
+        for size in (1 << 20, 7 << 20, 50 << 20, 119 << 20):
+            n = cases.rotation_sets(size, l2)
+            self.assertGreaterEqual((n - 1) * size, 2 * l2)
+
+
+class TestReferenceCheck(TestCase):
+    """The float64 per-group check, on CPU tensors."""
+
+    def _setup(self, pass_name: str, dtype: str = "fp32",
+               dist: str = "sparse"):
+        case = cases.Case("t", 96, 16, 24, 8)
+        spec = bench.RowSpec(case, dist, dtype, pass_name)
+        sizes = cases.group_sizes(dist, case.M, case.E)
+        a, b = bench._operands(spec, torch.Generator().manual_seed(1))
+        return spec, sizes, a, b, bench._reference(spec, a, b, sizes)
+
+    @parametrize("pass_name", cases.PASSES)
+    def test_operand_layouts(self, pass_name: str) -> None:
+        spec, sizes, a, b, ref = self._setup(pass_name, "bf16")
+        shapes = {"fwd": ((96, 16), (8, 16, 24), (96, 24)),
+                  "dgrad": ((96, 24), (8, 24, 16), (96, 16)),
+                  "wgrad": ((16, 96), (96, 24), (8, 16, 24))}[pass_name]
+        self.assertEqual((a.shape, b.shape, ref.shape), shapes)
+        self.assertEqual(a.dtype, torch.bfloat16)
+        self.assertNotEqual(a.abs().sum().item(), 0)  # random, not zeros
+        if pass_name == "dgrad":
+            self.assertFalse(b.is_contiguous())  # w^T is a view
+        if pass_name == "wgrad":
+            self.assertFalse(a.is_contiguous())  # a^T is a view
+
+    @parametrize("pass_name", cases.PASSES)
+    def test_exact_and_wrong_group(self, pass_name: str) -> None:
+        spec, sizes, a, b, ref = self._setup(pass_name)
+        out = ref.float()
+        self.assertLess(bench._group_error(spec, out, ref, sizes), 1e-6)
+        # one wrong group stands out even though the tensor is mostly right
+        bad = out.clone()
+        if pass_name == "wgrad":
+            bad[1] *= 1.1
+        else:
+            bad[sizes[0]:sizes[0] + sizes[1]] *= 1.1
+        self.assertAlmostEqual(bench._group_error(spec, bad, ref, sizes),
+                               0.1, places=5)
+
+    def test_nan_and_nonzero_empty_group_fail(self) -> None:
+        spec, sizes, a, b, ref = self._setup("wgrad")
+        out = ref.float()
+        out[3, 0, 0] = 1e-6  # group 3 is empty: must be exact zeros
+        self.assertEqual(bench._group_error(spec, out, ref, sizes), math.inf)
+        out[3, 0, 0] = float("nan")
+        self.assertTrue(math.isnan(bench._group_error(spec, out, ref, sizes)))
+
+    def test_check_column_records_failures(self) -> None:
+        spec, sizes, a, b, ref = self._setup("fwd")
+        offs = torch.tensor(cases.offsets(sizes), dtype=torch.int32)
+
+        def broken(*args):
+            raise RuntimeError("grouped_mm: fp32 is not supported\nmore")
+
+        result = bench._check_column("stock", broken, spec, a, b, offs,
+                                     sizes, ref)
+        self.assertEqual(result["stock_check"], "n/a")
+        self.assertEqual(result["stock_error"],
+                         "RuntimeError: grouped_mm: fp32 is not supported")
+        wrong = bench._check_column(
+            "ours", lambda a, b, offs: torch.zeros(96, 24), spec, a, b,
+            offs, sizes, ref)
+        self.assertEqual(wrong["ours_check"], "fail")
+
+    @parametrize("pass_name", cases.PASSES)
+    def test_stock_cpu_passes_check(self, pass_name: str) -> None:
+        spec, sizes, a, b, ref = self._setup(pass_name, "bf16")
+        offs = torch.tensor(cases.offsets(sizes), dtype=torch.int32)
+        fn = bench._callables(False)["stock"]
+        result = bench._check_column("stock", fn, spec, a, b, offs, sizes,
+                                     ref)
+        if result["stock_check"] == "n/a":
+            self.skipTest(f"no CPU _grouped_mm: {result['stock_error']}")
+        self.assertEqual(result["stock_check"], "pass")
+
+
+def _fake_results(inductor: bool = False) -> dict:
+    """Results as the benchmark writes them, with made-up timings."""
+    rows = []
+    timings = {  # case, dist -> ours, stock, floor
+        ("a", "balanced"): (110.0, 120.0, 100.0),
+        ("a", "skewed"): (150.0, 300.0, 100.0),
+        ("b", "balanced"): (40.0, None, 20.0),
+    }
+    for dtype in ("bf16", "fp16"):
+        for (case, dist), (ours, stock, fl) in timings.items():
+            row = {"case": case, "dist": dist, "dtype": dtype,
+                   "pass": "fwd", "floor_us": fl, "bound": "compute",
+                   "ours_us": ours, "ours_check": "pass",
+                   "ours_rel_err": 1e-3, "ours_error": None,
+                   "stock_us": stock, "stock_rel_err": None,
+                   "stock_check": "pass" if stock else "n/a",
+                   "stock_error": None if stock else
+                   "RuntimeError: fp16 unsupported"}
+            if inductor:
+                row.update({"inductor_us": 2 * fl, "inductor_check": "pass",
+                            "inductor_error": None})
+            rows.append(row)
+    rows[1]["ours_check"], rows[1]["ours_rel_err"] = "fail", 0.5
+    return {"gpu": "Fake H200", "torch": "2.11.0", "timestamp": "now",
+            "command": "bench", "ours_label": "ours", "complete": True,
+            "floor_peak_tflops": 800.0, "copy_gbps": 4000.0,
+            "peak_tflops": {"bf16": 800.0, "fp16": 790.0},
+            "timer": "fake", "rows": rows}
+
+
+class TestReport(TestCase):
+    def test_ratios_and_geomean(self) -> None:
+        rows = _fake_results()["rows"]
+        self.assertAlmostEqual(report.ratio(rows[1], "ours/floor"), 1.5)
+        self.assertAlmostEqual(report.ratio(rows[1], "ours/stock"), 0.5)
+        self.assertIsNone(report.ratio(rows[2], "stock/floor"))
+        self.assertIsNone(report.ratio(rows[0], "inductor/floor"))
+        self.assertAlmostEqual(report.geomean([1.0, 4.0, None]), 2.0)
+        self.assertIsNone(report.geomean([None]))
+
+    def test_summary(self) -> None:
+        summaries = report.summarize(_fake_results()["rows"])
+        self.assertEqual([(s.dtype, s.pass_name) for s in summaries],
+                         [("bf16", "fwd"), ("fp16", "fwd")])
+        s = summaries[0]
+        self.assertEqual(s.rows, 3)
+        self.assertAlmostEqual(s.geomean["ours/floor"],
+                               (1.1 * 1.5 * 2.0) ** (1 / 3))
+        self.assertAlmostEqual(s.geomean["stock/floor"], math.sqrt(1.2 * 3))
+        self.assertEqual(s.worst["ours/floor"],
+                         {"case": "b", "dist": "balanced", "value": 2.0})
+        self.assertEqual(s.worst["ours/stock"]["case"], "a")
+        self.assertEqual(s.worst["ours/stock"]["dist"], "balanced")
+        self.assertEqual(s.check_failures, ["a skewed ours"])
+        self.assertEqual(summaries[1].check_failures, [])
+
+    def test_markdown(self) -> None:
+        text = report.markdown(_fake_results())
+        self.assertIn("## bf16 fwd", text)
+        self.assertIn("## fp16 fwd", text)
+        self.assertIn("| case | dist | ours us | stock us | floor us |", text)
+        self.assertIn("| a | skewed | 150.0 | 300.0 | 100.0 | compute | "
+                      "1.50 | 3.00 | 0.50 | FAIL 5.0e-01 | pass |", text)
+        self.assertIn("| b | balanced | 40.0 | n/a |", text)
+        self.assertIn("stock n/a on 1 row(s) (first: b balanced): "
+                      "`RuntimeError: fp16 unsupported`", text)
+        self.assertIn("worst ours/floor: 2.00 (b balanced)", text)
+        self.assertIn("correctness FAIL: a skewed ours", text)
+        self.assertNotIn("inductor", text)
+        self.assertIn("inductor", report.markdown(_fake_results(True)))
+
+    def test_summary_table_labels_backend(self) -> None:
+        results = _fake_results(inductor=True)
+        results["ours_label"] = "ours[B=sm80]"
+        caption, *table = report.summary_table(results).splitlines()
+        self.assertIn("ours = ours[B=sm80], Fake H200", caption)
+        self.assertEqual(len(table), 4)
+        self.assertIn("gm ours/floor", table[0])
+        self.assertIn("gm inductor/floor", table[0])
+        self.assertTrue(table[2].startswith("| bf16 | fwd | 3 | 1.49 |"))
+        self.assertIn("| ours[B=sm80] us |", report.markdown(results))
+
+    def test_render_mode_writes_md_and_png(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = Path(tmp) / "src", Path(tmp) / "dst"
+            src.mkdir()
+            (src / bench.JSON_NAME).write_text(
+                json.dumps(_fake_results(inductor=True)))
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(stdout), \
+                    contextlib.redirect_stderr(stderr):
+                status = bench.main(["--render", str(src), "--out",
+                                     str(dst)])
+            self.assertEqual(status, 0)
+            self.assertIn("| fp16 | fwd |", stdout.getvalue().splitlines()[-1])
+            self.assertTrue((dst / report.MD_NAME).read_text()
+                            .startswith("# Grouped GEMM benchmark"))
+            self.assertFalse((src / report.PNG_NAME).exists())
+            if not report.have_matplotlib():
+                self.assertFalse((dst / report.PNG_NAME).exists())
+                self.skipTest("no matplotlib: PNG not drawn")
+            png = (dst / report.PNG_NAME).read_bytes()
+            self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+
+    def test_render_without_matplotlib_writes_md_only(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp, \
+                unittest.mock.patch.object(report, "have_matplotlib",
+                                           return_value=False):
+            paths = report.render(_fake_results(), tmp)
+            self.assertEqual([p.name for p in paths], [report.MD_NAME])
+            self.assertFalse((Path(tmp) / report.PNG_NAME).exists())
+
+
+class TestBenchLoop(TestCase):
+    """The whole run loop on CPU: timer, GPU queries and peaks faked."""
+
+    _MACHINE = {"device": "cpu", "gpu": "fake", "sm_count": 132,
+                "l2_bytes": 60 << 20, "peak_tflops": {"bf16": 800.0},
+                "floor_peak_tflops": 800.0, "floor_peak_note": "fake",
+                "copy_gbps": 4000.0}
+
+    def test_loop_writes_json_md_png_and_summary(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            suite = Path(tmp) / "suite.json"
+            suite.write_text(json.dumps({
+                "about": "tiny", "dists": {"balanced": "", "sparse": ""},
+                "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8,
+                           "E": 4}]}))
+            out = Path(tmp) / "out"
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with unittest.mock.patch.object(
+                    torch.cuda, "is_available", return_value=True), \
+                    unittest.mock.patch.object(
+                        bench, "_machine",
+                        return_value=dict(self._MACHINE)), \
+                    unittest.mock.patch.object(
+                        bench, "_time_us",
+                        side_effect=lambda fns, timer: 10.0 * len(fns)), \
+                    unittest.mock.patch.object(
+                        bench, "_context_alive", return_value=True), \
+                    contextlib.redirect_stdout(stdout), \
+                    contextlib.redirect_stderr(stderr):
+                status = bench.main(["--shapes", str(suite), "--out",
+                                     str(out), "--passes", "fwd,wgrad",
+                                     "--dtypes", "bf16"])
+            self.assertEqual(status, 0)
+            results = json.loads((out / bench.JSON_NAME).read_text())
+            self.assertTrue(results["complete"])
+            self.assertEqual(len(results["rows"]), 4)
+            self.assertEqual(results["group_sizes"]["tiny/sparse"],
+                             [14, 13, 13, 0])
+            for row in results["rows"]:
+                self.assertEqual(row["ours_check"], "pass")
+                # tiny inputs: rotated through many sets (cap 256)
+                self.assertEqual(row["input_sets"], 256)
+                self.assertEqual(row["ours_us"], 2560.0)
+            self.assertIn("[4/4] tiny sparse bf16 wgrad", stderr.getvalue())
+            self.assertIn("| bf16 | wgrad | 2 |",
+                          stdout.getvalue().splitlines()[-1])
+            self.assertTrue((out / report.MD_NAME).exists())
+            self.assertEqual((out / report.PNG_NAME).exists(),
+                             report.have_matplotlib())
+
+
+    def test_row_failure_marks_columns_na(self) -> None:
+        spec = bench.RowSpec(cases.Case("t", 40, 16, 8, 4), "balanced",
+                             "bf16", "fwd")
+        with unittest.mock.patch.object(
+                bench, "_reference",
+                side_effect=RuntimeError("CUDA out of memory. Tried")), \
+                unittest.mock.patch.object(torch.cuda, "empty_cache"):
+            row = bench._run_row(spec, bench._callables(False),
+                                 dict(self._MACHINE), None, 0)
+        self.assertEqual(row["ours_check"], "n/a")
+        self.assertIsNone(row["stock_us"])
+        self.assertEqual(row["ours_error"], "row failed: RuntimeError: "
+                         "CUDA out of memory. Tried")
+        self.assertGreater(row["floor_us"], 0)
+        self.assertIsNone(row["ours/floor"])
+
+    def test_median(self) -> None:
+        self.assertEqual(bench._median([3.0, 1.0, 2.0]), 2.0)
+        self.assertEqual(bench._median([4.0, 1.0, 2.0, 3.0]), 2.5)
+
+
+instantiate_parametrized_tests(TestGroupSizes)
+instantiate_parametrized_tests(TestReferenceCheck)
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,616 @@
+"""Grouped-GEMM benchmark: overlap_ops vs stock ``torch._grouped_mm``.
+
+For every case x dist of a suite file (default ``bench/moe_shapes.json``),
+every dtype and every pass (fwd, dgrad, wgrad; see ``grouped_mm_cases``) it
+times, side by side in one run on one GPU:
+
+- ours: ``torch.ops.overlap_ops.grouped_mm``;
+- stock: ``torch._grouped_mm`` of the same torch (routing to ours is off);
+- optionally (``--inductor``) a function calling ``torch._grouped_mm``
+  under ``torch.compile(mode="max-autotune-no-cudagraphs")``;
+
+and the floor of DESIGN.md: max(FLOPs / measured dense bf16 mm peak,
+bytes / measured device-to-device copy bandwidth). Each column is checked
+once per row against a float64 per-group reference before it is timed.
+Times are medians of per-call CUDA-event timings after warm-up, on fresh
+random data, rotating among input sets when one set would fit in 2x L2.
+
+    python3 tools/bench_grouped_mm.py --out results/tmp            # GPU
+    python3 tools/bench_grouped_mm.py --quick --out results/tmp    # smoke
+    python3 tools/bench_grouped_mm.py --passes fwd,dgrad,wgrad \\
+        --dtypes bf16,fp16,fp32 --out results/tmp
+    python3 tools/bench_grouped_mm.py --render results/tmp         # no GPU
+
+Writes ``grouped_mm_results.json`` (after every row, so a run cut short
+keeps what it measured), ``grouped_mm_results.md`` and
+``grouped_mm_results.png`` under ``--out``; progress goes to stderr and the
+summary table is printed last on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+# tools/ is on sys.path when this file runs as a script (and in the tests).
+import grouped_mm_cases as cases
+import grouped_mm_report as report
+
+REPO = Path(__file__).resolve().parent.parent
+JSON_NAME = "grouped_mm_results.json"
+_TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16,
+                 "fp32": torch.float32}
+# Relative error bound per dtype label (per group, vs a float64 reference).
+_TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "tf32": 5e-3}
+_PEAK_SIZE = 8192
+_COPY_BYTES = 1 << 30
+_FALLBACK_L2_BYTES = 60 << 20  # H200; used if torch does not report it
+_QUICK_CASES = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class RowSpec:
+    """One measurement row: a case, a distribution, a dtype and a pass."""
+
+    case: cases.Case
+    dist: str
+    dtype: str  # command-line name: bf16, fp16 or fp32
+    pass_name: str
+
+    @property
+    def label(self) -> str:
+        """dtype as reported (fp32 runs as tf32)."""
+        return cases.DTYPES[self.dtype][0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Timer:
+    """How each column is timed."""
+
+    warmup_ms: float
+    rep_ms: float
+    min_runs: int
+    max_runs: int
+
+
+def _csv(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """argparse type: a comma-separated subset of ``allowed``, in order."""
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated subset of {','.join(allowed)}, "
+                f"got {text!r}")
+        return list(dict.fromkeys(items))
+    return parse
+
+
+def _names(text: str) -> list[str]:
+    """argparse type: comma-separated names."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected names, got {text!r}")
+    return names
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    """argparse type: NAME=VALUE."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or not name.replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        description="Grouped GEMM: overlap_ops vs torch._grouped_mm vs floor")
+    parser.add_argument("--shapes", default=str(REPO / "bench" /
+                                                "moe_shapes.json"),
+                        help="suite file (default: bench/moe_shapes.json)")
+    parser.add_argument("--passes", type=_csv(cases.PASSES),
+                        default=["fwd"], help="fwd,dgrad,wgrad (default fwd)")
+    parser.add_argument("--dtypes", type=_csv(tuple(cases.DTYPES)),
+                        default=["bf16", "fp16"],
+                        help="bf16,fp16,fp32 (fp32 runs as tf32)")
+    parser.add_argument("--cases", type=_names, default=None,
+                        help="only these case names (comma-separated)")
+    parser.add_argument("--dists", type=_csv(cases.DISTS), default=None,
+                        help="only these dists (default: all in the suite)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke test: first {_QUICK_CASES} cases, "
+                        "first dist")
+    parser.add_argument("--inductor", action="store_true",
+                        help="add torch.compile(max-autotune-no-cudagraphs) "
+                        "of torch._grouped_mm as a column (slow: it "
+                        "autotunes every row)")
+    parser.add_argument("--backend-env", type=_env_pair, action="append",
+                        default=[], metavar="NAME=VALUE",
+                        help="set for ours before overlap_ops loads; "
+                        "labels the column (repeatable)")
+    parser.add_argument("--out", default=None,
+                        help="output folder (default results/tmp; with "
+                        "--render, the folder rendered)")
+    parser.add_argument("--render", metavar="DIR", default=None,
+                        help="no GPU: re-render md/png from "
+                        f"DIR/{JSON_NAME} (into --out if given, else DIR)")
+    parser.add_argument("--warmup-ms", type=float, default=25.0)
+    parser.add_argument("--rep-ms", type=float, default=100.0)
+    parser.add_argument("--min-runs", type=int, default=20)
+    parser.add_argument("--max-runs", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random data (not of the sizes)")
+    args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = args.render or str(REPO / "results" / "tmp")
+    return args
+
+
+def _ours_label(env: Sequence[tuple[str, str]]) -> str:
+    """Column label of ours: "ours", or "ours[NAME=VALUE,...]"."""
+    if not env:
+        return "ours"
+    return "ours[" + ",".join(f"{k}={v}" for k, v in env) + "]"
+
+
+def _plan(suite: cases.Suite, args: argparse.Namespace) -> list[RowSpec]:
+    """Rows to run, in order: case, dist, dtype, pass."""
+    chosen = list(suite.cases)
+    if args.cases:
+        unknown = set(args.cases) - {c.name for c in chosen}
+        if unknown:
+            raise SystemExit(f"--cases: unknown {sorted(unknown)}")
+        chosen = [c for c in chosen if c.name in args.cases]
+    dists = [d for d in suite.dists if args.dists is None or d in args.dists]
+    if args.quick:
+        chosen, dists = chosen[:_QUICK_CASES], dists[:1]
+    return [RowSpec(case, dist, dtype, pass_name)
+            for case in chosen for dist in dists
+            for dtype in args.dtypes for pass_name in args.passes]
+
+
+# ---------------------------------------------------------------- timing
+
+
+def _time_us(fns: Sequence[Callable[[], Any]], timer: Timer) -> float:
+    """Median time of one call in microseconds, CUDA events per call.
+
+    ``fns`` are the same computation on different input sets; calls
+    rotate among them so L2 is cold at every reuse. The first calls are
+    warm-up (module load, handles, heuristics, autotuning stay out).
+    """
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    probe = max(3, len(fns))
+    start, end = _event(), _event()
+    start.record()
+    for i in range(probe):
+        fns[i % len(fns)]()
+    end.record()
+    end.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / probe, 1e-3)
+    for i in range(math.ceil(timer.warmup_ms / estimate_ms)):
+        fns[i % len(fns)]()
+    runs = min(max(math.ceil(timer.rep_ms / estimate_ms), timer.min_runs),
+               timer.max_runs)
+    starts = [_event() for _ in range(runs)]
+    ends = [_event() for _ in range(runs)]
+    for i in range(runs):
+        starts[i].record()
+        fns[i % len(fns)]()
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return _median(times) * 1e3
+
+
+def _event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    return 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def _measure_peak_tflops(dtype: torch.dtype, timer: Timer) -> float:
+    """Dense (8192^3) mm rate in TFLOP/s on random data."""
+    n = _PEAK_SIZE
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    us = _time_us([lambda: torch.mm(a, b)], timer)
+    return 2 * n ** 3 / us * 1e-6
+
+
+def _measure_copy_gbps(timer: Timer) -> float:
+    """Device-to-device copy bandwidth in GB/s, bytes read + written."""
+    src = torch.randn(_COPY_BYTES // 4, device="cuda")
+    dst = torch.empty_like(src)
+    us = _time_us([lambda: dst.copy_(src)], timer)
+    return 2 * _COPY_BYTES / us * 1e-3
+
+
+# ----------------------------------------------------------------- inputs
+
+
+def _operands(spec: RowSpec, gen: torch.Generator
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) of one call of the pass, fresh standard-normal data on the
+    generator's device.
+
+    fwd: a (M, K), w (E, K, N). dgrad: grad (M, N), w^T (E, N, K) as a
+    transposed view. wgrad: a^T (K, M) as a transposed view, grad (M, N).
+    """
+    c, dtype = spec.case, _TORCH_DTYPES[spec.dtype]
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device=gen.device, dtype=dtype,
+                           generator=gen)
+
+    if spec.pass_name == "fwd":
+        return randn(c.M, c.K), randn(c.E, c.K, c.N)
+    if spec.pass_name == "dgrad":
+        return randn(c.M, c.N), randn(c.E, c.K, c.N).transpose(-2, -1)
+    return randn(c.M, c.K).t(), randn(c.M, c.N)
+
+
+def _reference(spec: RowSpec, a: torch.Tensor, b: torch.Tensor,
+               sizes: list[int]) -> torch.Tensor:
+    """The call's result in float64, computed group by group.
+
+    fwd/dgrad: (M, N_out) rows grouped; wgrad: (E, K, N), zeros for empty
+    groups.
+    """
+    if spec.pass_name == "wgrad":
+        ref = torch.zeros(len(sizes), a.shape[0], b.shape[1],
+                          device=a.device, dtype=torch.float64)
+    else:
+        ref = torch.zeros(a.shape[0], b.shape[-1], device=a.device,
+                          dtype=torch.float64)
+    start = 0
+    for g, size in enumerate(sizes):
+        rows = slice(start, start + size)
+        start += size
+        if size == 0:
+            continue
+        if spec.pass_name == "wgrad":
+            torch.mm(a[:, rows].double(), b[rows].double(), out=ref[g])
+        else:
+            torch.mm(a[rows].double(), b[g].double(), out=ref[rows])
+    return ref
+
+
+def _group_error(spec: RowSpec, out: torch.Tensor, ref: torch.Tensor,
+                 sizes: list[int]) -> float:
+    """Largest per-group ||out - ref|| / ||ref||.
+
+    An empty group must be exact zeros (wgrad): any non-zero gives inf.
+    NaN or inf anywhere gives NaN, which fails every bound.
+    """
+    if out.shape != ref.shape or not bool(torch.isfinite(out).all()):
+        return float("nan")
+    diff2 = (out.double() - ref).square()
+    ref2 = ref.square()
+    if spec.pass_name == "wgrad":
+        num, den = diff2.sum((1, 2)), ref2.sum((1, 2))
+    else:
+        ids = torch.repeat_interleave(
+            torch.arange(len(sizes), device=out.device),
+            torch.tensor(sizes, device=out.device))
+        zeros = torch.zeros(len(sizes), device=out.device,
+                            dtype=torch.float64)
+        num = zeros.index_add(0, ids, diff2.sum(1))
+        den = zeros.index_add(0, ids, ref2.sum(1))
+    live = torch.tensor(sizes, device=out.device) > 0
+    empty_error = torch.where(num > 0, math.inf, 0.0).double()
+    rel = torch.where(live, (num / den.clamp_min(1e-300)).sqrt(),
+                      empty_error)
+    return float(rel.max())
+
+
+# ----------------------------------------------------------------- columns
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    line = text[0] if text else type(error).__name__
+    return f"{type(error).__name__}: {line}"[:300]
+
+
+def _context_alive() -> bool:
+    """False once the CUDA context is dead (e.g. a device-side assert)."""
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001  (any failure means the same here)
+        return False
+
+
+def _inductor_fn() -> Callable[..., torch.Tensor]:
+    """A fresh compiled caller of torch._grouped_mm (dynamo reset first,
+    so recompile limits never send a row back to eager)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+    def call(a: torch.Tensor, b: torch.Tensor,
+             offs: torch.Tensor) -> torch.Tensor:
+        return torch._grouped_mm(a, b, offs=offs)
+
+    return torch.compile(call, mode="max-autotune-no-cudagraphs",
+                         dynamic=False)
+
+
+def _callables(inductor: bool) -> dict[str, Callable[..., torch.Tensor]]:
+    """Column name -> function(a, b, offs), fresh for one row."""
+    fns: dict[str, Callable[..., torch.Tensor]] = {
+        "ours": lambda a, b, offs: torch.ops.overlap_ops.grouped_mm(
+            a, b, offs, None, None),
+        "stock": lambda a, b, offs: torch._grouped_mm(a, b, offs=offs),
+    }
+    if inductor:
+        fns["inductor"] = _inductor_fn()
+    return fns
+
+
+def _check_column(name: str, fn: Callable[..., torch.Tensor],
+                  spec: RowSpec, a: torch.Tensor, b: torch.Tensor,
+                  offs: torch.Tensor, sizes: list[int],
+                  ref: torch.Tensor) -> dict[str, Any]:
+    """Runs one column once and compares with ``ref`` (float64).
+
+    Returns ``{name}_check`` ("pass", "fail" or "n/a"), ``{name}_rel_err``
+    and ``{name}_error`` (first line of the exception, or None). Never
+    raises: an unsupported dtype or layout becomes "n/a".
+    """
+    try:
+        out = fn(a, b, offs)
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        err = _group_error(spec, out, ref, sizes)
+    except Exception as error:  # noqa: BLE001  (recorded as n/a)
+        return {f"{name}_check": "n/a", f"{name}_rel_err": None,
+                f"{name}_error": _first_line(error)}
+    ok = err < _TOLERANCE[spec.label]  # False for NaN
+    return {f"{name}_check": "pass" if ok else "fail",
+            f"{name}_rel_err": err, f"{name}_error": None}
+
+
+def _run_column(name: str, fn: Callable[..., torch.Tensor], spec: RowSpec,
+                sets: list[tuple[torch.Tensor, torch.Tensor]],
+                offs: torch.Tensor, sizes: list[int], ref: torch.Tensor,
+                timer: Timer) -> dict[str, Any]:
+    """Checks (on the first input set) then times one column.
+
+    A column that fails to run is n/a with its error; one that runs but
+    gives wrong results is still timed and marked "fail".
+    """
+    result = _check_column(name, fn, spec, *sets[0], offs, sizes, ref)
+    result[f"{name}_us"] = None
+    if result[f"{name}_check"] == "n/a":
+        return result
+    try:
+        calls = [lambda a=a, b=b: fn(a, b, offs) for a, b in sets]
+        result[f"{name}_us"] = _time_us(calls, timer)
+    except Exception as error:  # noqa: BLE001  (recorded as n/a)
+        result[f"{name}_error"] = _first_line(error)
+    return result
+
+
+def _run_row(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
+             machine: dict[str, Any], timer: Timer,
+             seed: int) -> dict[str, Any]:
+    """All columns of one row plus its floor.
+
+    ``machine`` holds the device, its L2 size and the measured
+    ``floor_peak_tflops`` and ``copy_gbps`` (see ``_machine``). A failure
+    outside the columns (out of memory making inputs or the reference)
+    marks every column n/a instead of ending the run.
+    """
+    c = spec.case
+    sizes = cases.group_sizes(spec.dist, c.M, c.E)
+    work = cases.cost(c, sizes, spec.pass_name, cases.DTYPES[spec.dtype][1])
+    floor = cases.floor(work, machine["floor_peak_tflops"] * 1e12,
+                        machine["copy_gbps"] * 1e9)
+    n_sets = cases.rotation_sets(work.bytes, machine["l2_bytes"])
+    row: dict[str, Any] = {
+        "case": c.name, "dist": spec.dist, "dtype": spec.label,
+        "pass": spec.pass_name, "M": c.M, "K": c.K, "N": c.N, "E": c.E,
+        "live_groups": sum(1 for s in sizes if s > 0),
+        "flops": work.flops, "bytes": work.bytes, "floor_us": floor.us,
+        "compute_us": floor.compute_us, "memory_us": floor.memory_us,
+        "bound": floor.bound, "input_sets": n_sets,
+    }
+    try:
+        row.update(_run_columns(spec, fns, machine["device"], sizes, n_sets,
+                                timer, seed))
+    except Exception as error:  # noqa: BLE001  (recorded as n/a)
+        for name in fns:
+            row.update({f"{name}_check": "n/a", f"{name}_rel_err": None,
+                        f"{name}_us": None,
+                        f"{name}_error": "row failed: " + _first_line(error)})
+        torch.cuda.empty_cache()
+    for name in report.RATIOS:
+        row[name] = report.ratio(row, name)
+    return row
+
+
+def _run_columns(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
+                 device: str, sizes: list[int], n_sets: int, timer: Timer,
+                 seed: int) -> dict[str, Any]:
+    """Makes n_sets input sets and the reference, then runs each column."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    sets = [_operands(spec, gen) for _ in range(n_sets)]
+    offs = torch.tensor(cases.offsets(sizes), device=device,
+                        dtype=torch.int32)
+    ref = _reference(spec, *sets[0], sizes)
+    result: dict[str, Any] = {}
+    for name, fn in fns.items():
+        result.update(_run_column(name, fn, spec, sets, offs, sizes, ref,
+                                  timer))
+    return result
+
+
+# ----------------------------------------------------------------- output
+
+
+def _write_json(results: dict[str, Any], out_dir: Path) -> None:
+    """Atomically (re)writes the results file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (JSON_NAME + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.replace(out_dir / JSON_NAME)
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _row_note(row: dict[str, Any]) -> str:
+    parts = []
+    for name in report.COLUMNS:
+        if f"{name}_check" in row:
+            us = row.get(f"{name}_us")
+            parts.append(f"{name} {us:.1f} us" if us is not None
+                         else f"{name} n/a")
+            if row[f"{name}_check"] == "fail":
+                err = row[f"{name}_rel_err"]
+                parts.append(f"({name} CHECK FAIL {err:.1e})")
+    parts.append(f"floor {row['floor_us']:.1f} us ({row['bound']})")
+    return "    " + "  ".join(parts)
+
+
+def _machine(dtypes: list[str], timer: Timer) -> dict[str, Any]:
+    """GPU description, L2 size, measured peaks and copy bandwidth."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    _progress("measuring dense mm peaks and copy bandwidth ...")
+    peaks = {cases.DTYPES[d][0]: _measure_peak_tflops(_TORCH_DTYPES[d],
+                                                      timer)
+             for d in dict.fromkeys(["bf16"] + dtypes)}
+    return {
+        "device": "cuda",
+        "gpu": props.name,
+        "sm_count": props.multi_processor_count,
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0)
+                        or _FALLBACK_L2_BYTES),
+        "peak_tflops": peaks,
+        "floor_peak_tflops": peaks["bf16"],
+        "floor_peak_note": "dense bf16 mm peak, used for every dtype",
+        "copy_gbps": _measure_copy_gbps(timer),
+    }
+
+
+def _import_ours(env: Sequence[tuple[str, str]]) -> str:
+    """Sets the backend environment, then loads overlap_ops with routing
+    of torch._grouped_mm off (so the stock column is stock); returns the
+    overlap_ops version."""
+    for name, value in env:
+        os.environ[name] = value
+    import overlap_ops
+
+    overlap_ops.route_torch_grouped_mm(False)
+    return str(getattr(overlap_ops, "__version__", "?"))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """Runs the benchmark; returns the exit status."""
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_grouped_mm: needs a CUDA GPU (use --render "
+                         "to re-render results without one)")
+    suite = cases.load_suite(args.shapes)
+    plan = _plan(suite, args)
+    ours_version = _import_ours(args.backend_env)
+    if "fp32" in args.dtypes:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    timer = Timer(args.warmup_ms, args.rep_ms, args.min_runs, args.max_runs)
+    out_dir = Path(args.out)
+    results: dict[str, Any] = {
+        "schema": 1,
+        "complete": False,
+        "timestamp": datetime.datetime.now(datetime.timezone.utc)
+        .isoformat(timespec="seconds"),
+        "command": shlex.join([sys.executable] + sys.argv),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "overlap_ops": ours_version,
+        "shapes_path": os.path.relpath(args.shapes, REPO),
+        "shapes_about": suite.about,
+        "dists": suite.dists,
+        "ours_label": _ours_label(args.backend_env),
+        "backend_env": dict(args.backend_env),
+        "timer": (f"median of per-call CUDA events, >= {timer.min_runs} "
+                  f"runs / {timer.rep_ms:.0f} ms after {timer.warmup_ms:.0f}"
+                  " ms warm-up, inputs rotated when a set is < 2x L2"),
+        "tolerance": _TOLERANCE,
+        "group_sizes": {},
+        "rows": [],
+    }
+    results.update(_machine(args.dtypes, timer))
+    status = 0
+    for i, spec in enumerate(plan, 1):
+        _progress(f"[{i}/{len(plan)}] {spec.case.name} {spec.dist} "
+                  f"{spec.label} {spec.pass_name} ...")
+        row = _run_row(spec, _callables(args.inductor), results, timer,
+                       args.seed + i)
+        results["rows"].append(row)
+        results["group_sizes"][f"{spec.case.name}/{spec.dist}"] = \
+            cases.group_sizes(spec.dist, spec.case.M, spec.case.E)
+        _progress(_row_note(row))
+        _write_json(results, out_dir)
+        if not _context_alive():
+            results["stopped"] = (f"CUDA context lost at row {i} "
+                                  f"({spec.case.name} {spec.dist} "
+                                  f"{spec.label} {spec.pass_name})")
+            status = 1
+            break
+    else:
+        results["complete"] = True
+    _write_json(results, out_dir)
+    if len(report.render(results, out_dir)) < 2:
+        _progress("no matplotlib here: PNG skipped (draw it with --render)")
+    failed = [f"{r['case']} {r['dist']} {r['dtype']} {r['pass']}"
+              for r in results["rows"] if r.get("ours_check") == "fail"]
+    if failed:
+        _progress(f"ours failed the check on {len(failed)} row(s): "
+                  + "; ".join(failed))
+        status = 1
+    print(report.summary_table(results))
+    return status
+
+
+def _render(args: argparse.Namespace) -> int:
+    """Re-renders md/png from an existing results file; no GPU."""
+    source = Path(args.render)
+    results = json.loads((source / JSON_NAME).read_text())
+    for path in report.render(results, Path(args.out)):
+        _progress(f"wrote {path}")
+    print(report.summary_table(results))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point; returns the exit status."""
+    args = _parse_args(argv)
+    if args.render is not None:
+        return _render(args)
+    return _bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""Tables and plots of grouped-GEMM benchmark results; no GPU needed.
+
+Reads the results dict that ``tools/bench_grouped_mm.py`` writes to
+``grouped_mm_results.json`` and renders ``grouped_mm_results.md`` (one table
+per dtype x pass, then geometric means and worst cases) and
+``grouped_mm_results.png`` (time over floor per case x dist, one panel per
+dtype x pass). Ratios are always recomputed from the stored times, so a
+results file renders the same wherever it is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+COLUMNS = ("ours", "stock", "inductor")
+# Ratio name -> (numerator column, denominator column or "floor").
+RATIOS: dict[str, tuple[str, str]] = {
+    "ours/floor": ("ours", "floor"),
+    "stock/floor": ("stock", "floor"),
+    "inductor/floor": ("inductor", "floor"),
+    "ours/stock": ("ours", "stock"),
+}
+MD_NAME = "grouped_mm_results.md"
+PNG_NAME = "grouped_mm_results.png"
+
+
+@dataclasses.dataclass
+class Summary:
+    """Aggregates of one dtype x pass: geometric means and worst rows."""
+
+    dtype: str
+    pass_name: str
+    rows: int
+    geomean: dict[str, Optional[float]]
+    worst: dict[str, Optional[dict[str, Any]]]
+    check_failures: list[str]
+
+
+def ratio(row: dict[str, Any], name: str) -> Optional[float]:
+    """A ratio of RATIOS for one row, None where either time is missing."""
+    top, bottom = RATIOS[name]
+    num = row.get(f"{top}_us")
+    den = row.get("floor_us" if bottom == "floor" else f"{bottom}_us")
+    if num is None or den is None or den <= 0:
+        return None
+    return float(num) / float(den)
+
+
+def geomean(values: Iterable[Optional[float]]) -> Optional[float]:
+    """Geometric mean of the positive values; None when there are none."""
+    logs = [math.log(v) for v in values if v is not None and v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def groups(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(dtype, pass) pairs in the order they first appear."""
+    seen: list[tuple[str, str]] = []
+    for row in rows:
+        key = (row["dtype"], row["pass"])
+        if key not in seen:
+            seen.append(key)
+    return seen
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[Summary]:
+    """One Summary per dtype x pass."""
+    out = []
+    for dtype, pass_name in groups(rows):
+        mine = [r for r in rows
+                if r["dtype"] == dtype and r["pass"] == pass_name]
+        means = {n: geomean(ratio(r, n) for r in mine) for n in RATIOS}
+        worst = {n: _worst(mine, n) for n in RATIOS}
+        failures = [f"{r['case']} {r['dist']} {col}"
+                    for r in mine for col in COLUMNS
+                    if r.get(f"{col}_check") == "fail"]
+        out.append(Summary(dtype, pass_name, len(mine), means, worst,
+                           failures))
+    return out
+
+
+def _worst(rows: list[dict[str, Any]], name: str) -> Optional[dict[str, Any]]:
+    scored = [(ratio(r, name), r) for r in rows]
+    scored = [(v, r) for v, r in scored if v is not None]
+    if not scored:
+        return None
+    value, row = max(scored, key=lambda item: item[0])
+    return {"case": row["case"], "dist": row["dist"], "value": value}
+
+
+def _has_column(rows: list[dict[str, Any]], column: str) -> bool:
+    return any(f"{column}_us" in r or f"{column}_error" in r for r in rows)
+
+
+def _fmt(value: Optional[float], digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _check_cell(row: dict[str, Any], column: str) -> str:
+    state = row.get(f"{column}_check", "n/a")
+    err = row.get(f"{column}_rel_err")
+    if state == "fail":
+        return f"FAIL {err:.1e}" if err is not None else "FAIL"
+    return state
+
+
+def _ours_label(results: dict[str, Any]) -> str:
+    return str(results.get("ours_label") or "ours")
+
+
+def _table(results: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    columns = [c for c in COLUMNS if _has_column(rows, c)]
+    names = {"ours": _ours_label(results), "stock": "stock",
+             "inductor": "inductor"}
+    ratios = [n for n in RATIOS
+              if RATIOS[n][0] in columns and RATIOS[n][1] in columns
+              + ["floor"]]
+    head = (["case", "dist"] + [f"{names[c]} us" for c in columns]
+            + ["floor us", "bound"] + ratios
+            + [f"check {c}" for c in columns])
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
+    for r in rows:
+        cells = ([r["case"], r["dist"]]
+                 + [_fmt(r.get(f"{c}_us"), 1) for c in columns]
+                 + [_fmt(r.get("floor_us"), 1), str(r.get("bound", ""))]
+                 + [_fmt(ratio(r, n)) for n in ratios]
+                 + [_check_cell(r, c) for c in columns])
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + _errors(rows, columns, names)
+
+
+def _errors(rows: list[dict[str, Any]], columns: list[str],
+            names: dict[str, str]) -> list[str]:
+    """One line per distinct error message of a column shown as n/a."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        for c in columns:
+            message = r.get(f"{c}_error")
+            if message:
+                seen.setdefault((c, message), []).append(
+                    f"{r['case']} {r['dist']}")
+    if not seen:
+        return []
+    lines = [""]
+    for (c, message), where in seen.items():
+        lines.append(f"- {names[c]} n/a on {len(where)} row(s) "
+                     f"(first: {where[0]}): `{message}`")
+    return lines
+
+
+def _summary_lines(results: dict[str, Any],
+                   summaries: list[Summary]) -> list[str]:
+    names = ["ours/floor", "stock/floor", "ours/stock"]
+    if _has_column(results["rows"], "inductor"):
+        names.insert(2, "inductor/floor")
+    head = (["dtype", "pass", "rows"] + [f"gm {n}" for n in names]
+            + ["worst ours/floor", "worst ours/stock", "check fails"])
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
+    for s in summaries:
+        cells = ([s.dtype, s.pass_name, str(s.rows)]
+                 + [_fmt(s.geomean[n]) for n in names]
+                 + [_worst_cell(s.worst["ours/floor"]),
+                    _worst_cell(s.worst["ours/stock"]),
+                    str(len(s.check_failures))])
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _worst_cell(worst: Optional[dict[str, Any]]) -> str:
+    if worst is None:
+        return "n/a"
+    return f"{worst['value']:.2f} ({worst['case']} {worst['dist']})"
+
+
+def _worst_lines(summaries: list[Summary]) -> list[str]:
+    lines = []
+    for s in summaries:
+        lines.append(f"**{s.dtype} {s.pass_name}**")
+        lines.append("")
+        for name, worst in s.worst.items():
+            if worst is not None:
+                lines.append(f"- worst {name}: {_worst_cell(worst)}; "
+                             f"geometric mean {_fmt(s.geomean[name])}")
+        for failure in s.check_failures:
+            lines.append(f"- correctness FAIL: {failure}")
+        lines.append("")
+    return lines
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """The short table printed last on stdout: a caption naming ours,
+    then markdown, one row per dtype x pass."""
+    caption = (f"grouped mm, time / floor and ours / stock; ours = "
+               f"{_ours_label(results)}, {results.get('gpu', '?')}")
+    lines = _summary_lines(results, summarize(results["rows"]))
+    return "\n".join([caption] + lines)
+
+
+def _header(results: dict[str, Any]) -> list[str]:
+    peaks = results.get("peak_tflops", {})
+    own = ", ".join(f"{k} {v:.0f}" for k, v in peaks.items())
+    lines = [
+        "# Grouped GEMM benchmark",
+        "",
+        f"- GPU: {results.get('gpu', '?')}; torch {results.get('torch', '?')}"
+        f"; {results.get('timestamp', '?')}",
+        f"- command: `{results.get('command', '?')}`",
+        f"- suite: `{results.get('shapes_path', '?')}`",
+        f"- {_ours_label(results)} = `torch.ops.overlap_ops.grouped_mm`; "
+        "stock = `torch._grouped_mm` of the same torch, same run",
+        f"- floor = max(FLOPs / {results.get('floor_peak_tflops', 0):.0f} "
+        "TFLOP/s (measured dense bf16 mm peak, used for every dtype), "
+        f"bytes / {results.get('copy_gbps', 0):.0f} GB/s (measured "
+        "device-to-device copy, read + write))",
+        f"- measured dense mm peaks, TFLOP/s (8192^3): {own or 'n/a'}",
+        f"- timing: {results.get('timer', '?')}",
+    ]
+    if not results.get("complete", True):
+        lines.append("- **incomplete run**: "
+                     f"{results.get('stopped', 'stopped early')}")
+    return lines + [""]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The full report: header, one table per dtype x pass, summaries."""
+    rows = results["rows"]
+    summaries = summarize(rows)
+    lines = _header(results)
+    for dtype, pass_name in groups(rows):
+        mine = [r for r in rows
+                if r["dtype"] == dtype and r["pass"] == pass_name]
+        lines += [f"## {dtype} {pass_name}", ""] + _table(results, mine) + [""]
+    lines += ["## Summary (geometric means, worst case)", ""]
+    lines += _summary_lines(results, summaries) + [""]
+    lines += _worst_lines(summaries)
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], path: str | Path) -> None:
+    """Writes a PNG: time / floor per case x dist, a panel per dtype x pass.
+
+    Uses matplotlib's Agg backend, so no display is needed.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results["rows"]
+    panels = groups(rows) or [("none", "none")]
+    width = max(8.0, 0.32 * max(len(_panel_rows(rows, p)) for p in panels))
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False,
+                             figsize=(width, 3.6 * len(panels)))
+    for ax, panel in zip(axes[:, 0], panels):
+        _draw_panel(ax, results, _panel_rows(rows, panel), panel)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _panel_rows(rows: list[dict[str, Any]],
+                panel: tuple[str, str]) -> list[dict[str, Any]]:
+    return [r for r in rows if (r["dtype"], r["pass"]) == panel]
+
+
+def _draw_panel(ax: Any, results: dict[str, Any], rows: list[dict[str, Any]],
+                panel: tuple[str, str]) -> None:
+    labels = {"ours/floor": _ours_label(results), "stock/floor": "stock",
+              "inductor/floor": "inductor"}
+    markers = {"ours/floor": "o", "stock/floor": "s", "inductor/floor": "^"}
+    xs = list(range(len(rows)))
+    seen: list[float] = [1.0]
+    for shift, name in zip((-0.15, 0.0, 0.15), labels):
+        values = [ratio(r, name) for r in rows]
+        points = [(x + shift, v) for x, v in zip(xs, values) if v is not None]
+        if points:
+            seen += [p[1] for p in points]
+            gm = geomean(values)
+            ax.plot([p[0] for p in points], [p[1] for p in points],
+                    markers[name], linestyle="none",
+                    label=f"{labels[name]} (gm {gm:.2f})")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    lo, hi = min(seen) / 1.1, max(seen) * 1.1
+    ax.set_ylim(lo, hi)
+    ax.set_yticks(_ratio_ticks(lo, hi))
+    ax.set_yticks([], minor=True)
+    ax.set_yticklabels([f"{t:g}" for t in _ratio_ticks(lo, hi)])
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{r['case']} {r['dist']}" for r in rows],
+                       rotation=70, ha="right", fontsize=7)
+    ax.set_ylabel("time / floor")
+    ax.set_title(f"{panel[0]} {panel[1]}: time over floor (1 = floor)")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+
+
+_NICE_TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0,
+               8.0, 12.0, 16.0, 24.0, 32.0, 64.0)
+
+
+def _ratio_ticks(lo: float, hi: float) -> list[float]:
+    """Readable ticks of a log-scaled ratio axis within [lo, hi]."""
+    ticks = [t for t in _NICE_TICKS if lo <= t <= hi]
+    return ticks or [1.0]
+
+
+def have_matplotlib() -> bool:
+    """Whether the PNG can be drawn here (matplotlib is optional)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def render(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
+    """Writes the markdown and PNG reports into out_dir; returns paths.
+
+    Without matplotlib only the markdown is written (re-render the PNG
+    elsewhere with ``bench_grouped_mm.py --render``).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md_path, png_path = out / MD_NAME, out / PNG_NAME
+    md_path.write_text(markdown(results) + "\n")
+    if not have_matplotlib():
+        return [md_path]
+    plot(results, png_path)
+    return [md_path, png_path]
