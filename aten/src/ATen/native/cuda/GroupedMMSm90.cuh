@@ -52,7 +52,7 @@ struct LargeTileConfig {
 };
 
 struct SmallTileConfig {
-  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
+  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;

@@ -19,9 +19,8 @@ enum class Major { kRow, kCol };
 
 constexpr int64_t kTmaAlignBytes = 16;
 // Groups this short waste most of a 128-row tile: use the 64-row config.
-// (64 rather than 128: with 85-row groups the 64-row tiles ran 1.3x slower,
-// bench run of 2026-11-30, deepseek_v3_decode sparse.)
-constexpr int64_t kSmallTileMaxRows = 64;
+// See results/NOTES.md for the runs behind this threshold.
+constexpr int64_t kSmallTileMaxRows = 128;
 
 // A (m x k) is row-major when k is contiguous; B (k x n) when n is.
 std::optional<Major> major_of(const OperandStrides& s) {
