@@ -179,8 +179,9 @@ def _check_placement(root: Path, series: Series, report: Report) -> None:
 # --- applying hunks to the installed wheel ---------------------------------
 
 
-def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent),
+def _run(cmd: list[str], cwd: Path,
+         env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    env = dict(env or os.environ, GIT_CEILING_DIRECTORIES=str(cwd.parent),
                LC_ALL="C")
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True,
                           text=True, check=False)
@@ -417,10 +418,19 @@ def _check_pytorch_src(src: Path, root: Path, series: Series,
             f"{src} is at {head.stdout.strip()[:12]}, not the pinned "
             f"{series.upstream.tag} ({series.upstream.commit[:12]})")
     patches = [str(root / "patches" / p.spec.filename) for p in series.emitted]
-    done = _run(["git", "apply", "--check", *patches], src)
-    if done.returncode != 0:
-        errors.append(f"the series does not apply to {src}: "
-                      f"{done.stderr.strip()}")
+    # Later patches carry earlier ones' lines as context, so apply them in
+    # order to a scratch index (`git apply --check` of several patches checks
+    # each against HEAD alone). The checkout itself is never touched.
+    with tempfile.TemporaryDirectory(prefix="check_patches.") as tmp:
+        env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
+        _run(["git", "read-tree", "HEAD"], src, env=env)
+        for patch in patches:
+            done = _run(["git", "apply", "--cached", patch], src, env=env)
+            if done.returncode != 0:
+                errors.append(f"{Path(patch).name} does not apply to {src} "
+                              f"after the patches before it: "
+                              f"{done.stderr.strip()}")
+                break
     report.result("git apply --check on checkout", errors,
                   f"{len(patches)} patch(es) on {src}")
 
