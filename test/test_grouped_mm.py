@@ -282,8 +282,8 @@ class TestGroupedMM(TestCase):
             message(torch.randn(2, 3, 4, 5), b, offs),
             """grouped_mm: self must be a 2d or 3d tensor, got a 4d tensor of shape [2, 3, 4, 5]""")
         self.assertExpectedInline(
-            message(a.double(), b.double(), offs),
-            """grouped_mm: self must be bfloat16, float16 or float32, got Double""")
+            message(a.long(), b.long(), offs),
+            """grouped_mm: self must be bfloat16, float16 or float32 (or float64 on the CPU), got Long on cpu""")
         self.assertExpectedInline(
             message(a, b.half(), offs),
             """grouped_mm: mat2 must have the same dtype as self (Float), got Half""")
@@ -315,6 +315,52 @@ class TestGroupedMM(TestCase):
             message(torch.randn(3, 4, 8), torch.randn(8, 10), offs,
                     torch.randn(3, 4)),
             """grouped_mm: bias is not supported for the 3d x 2d layout, where each group owns different output columns; add it to the output instead""")
+
+    @onlyCPU
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_gradcheck_float64(self, device, layout):
+        sizes = [2, 0, 3]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 1
+        shapes = {
+            "2d_3d": ((total, 4), (3, 4, 5)),
+            "3d_2d": ((3, 4, 5), (5, total)),
+            "2d_2d": ((4, total), (total, 5)),
+            "3d_3d": ((3, 4, 5), (3, 5, 2)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        a = torch.randn(*shapes[0], dtype=torch.float64, requires_grad=True)
+        b = torch.randn(*shapes[1], dtype=torch.float64, requires_grad=True)
+        args = [a, b, offs]
+        if layout != "3d_2d":
+            n = shapes[1][-1]
+            args.append(torch.randn(3, n, dtype=torch.float64,
+                                    requires_grad=True))
+        self.assertTrue(torch.autograd.gradcheck(
+            lambda *t: _grouped_mm(*t), tuple(args)))
+
+    @onlyCPU
+    @parametrize("dynamic", [False, True])
+    def test_compile_fullgraph_forward_backward(self, device, dynamic):
+        def step(x, w, offs):
+            out = _grouped_mm(x, w, offs)
+            return out.float().square().sum()
+
+        compiled = torch.compile(step, fullgraph=True, dynamic=dynamic,
+                                 backend="aot_eager")
+        for sizes in ([3, 0, 5], [4, 4, 1]):
+            offs = make_offsets(sizes, device)
+            x = torch.randn(9, 8, dtype=torch.float16, requires_grad=True)
+            w = torch.randn(3, 8, 6, dtype=torch.float16, requires_grad=True)
+            loss = compiled(x, w, offs)
+            loss.backward()
+            x2 = x.detach().clone().requires_grad_()
+            w2 = w.detach().clone().requires_grad_()
+            step(x2, w2, offs).backward()
+            self.assertEqual(loss, step(x2.detach(), w2.detach(), offs))
+            self.assertEqual(x.grad, x2.grad)
+            self.assertEqual(w.grad, w2.grad)
 
     @onlyCPU
     def test_checked_offsets_switch(self, device):

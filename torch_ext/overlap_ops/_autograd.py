@@ -26,9 +26,10 @@ def _bias_grad(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor,
     if a.dim() == 2 and b.dim() == 3:
         # Sum over each group's rows = ones (1, sum M) @ grad, grouped along K.
         ones = grad.new_ones((1, grad.shape[0]))
-        acc_dtype = torch.float32 if grad.dtype != torch.float32 else None
+        low_precision = grad.dtype in (torch.bfloat16, torch.float16)
+        acc_dtype = torch.float32 if low_precision else None
         return _grouped_mm(ones, grad, offs, None, acc_dtype).squeeze(1)
-    return grad.sum(dim=1, dtype=torch.float32)
+    return grad.sum(dim=1, dtype=torch.promote_types(grad.dtype, torch.float32))
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:

@@ -1,5 +1,6 @@
 // CPU reference for _grouped_mm. It favours clarity over speed: every group
-// is one at::mm in float32, then the result is cast to the output dtype.
+// is one at::mm in float32 (float64 for float64 inputs), then the result is
+// cast to the output dtype.
 
 #include <ATen/native/GroupedMM.h>
 #include <ATen/native/GroupedMMValidation.h>
@@ -31,8 +32,9 @@ std::vector<GroupRange> group_ranges_on_host(const Tensor& offs) {
   return ranges;
 }
 
-Tensor bias_row(const std::optional<Tensor>& bias, int64_t g) {
-  return bias.has_value() ? bias->select(0, g).to(kFloat) : Tensor();
+Tensor bias_row(const std::optional<Tensor>& bias, int64_t g,
+               ScalarType acc) {
+  return bias.has_value() ? bias->select(0, g).to(acc) : Tensor();
 }
 
 void add_bias_if_any(Tensor& acc, const Tensor& row) {
@@ -57,10 +59,11 @@ Tensor grouped_mm_cpu(
     check_grouped_mm_offsets_on_host(*offs, p.grouped_extent);
     ranges = group_ranges_on_host(*offs);
   }
-  const Tensor a = self.to(kFloat);
-  const Tensor b = mat2.to(kFloat);
+  const ScalarType acc_dtype = self.scalar_type() == kDouble ? kDouble : kFloat;
+  const Tensor a = self.to(acc_dtype);
+  const Tensor b = mat2.to(acc_dtype);
   // Zero-initialised, so the tail past offs[-1] and k = 0 groups are zeros.
-  Tensor acc = at::zeros(p.out_sizes, self.options().dtype(kFloat));
+  Tensor acc = at::zeros(p.out_sizes, self.options().dtype(acc_dtype));
 
   switch (p.layout) {
     case GroupedMMLayout::k2dx3d:
@@ -70,7 +73,7 @@ Tensor grouped_mm_cpu(
           continue;
         }
         Tensor rows = at::mm(a.narrow(0, r.start, r.size()), b.select(0, g));
-        add_bias_if_any(rows, bias_row(bias, g));
+        add_bias_if_any(rows, bias_row(bias, g, acc_dtype));
         acc.narrow(0, r.start, r.size()).copy_(rows);
       }
       break;
@@ -92,13 +95,13 @@ Tensor grouped_mm_cpu(
           group_out.copy_(at::mm(
               a.narrow(1, r.start, r.size()), b.narrow(0, r.start, r.size())));
         }
-        add_bias_if_any(group_out, bias_row(bias, g));
+        add_bias_if_any(group_out, bias_row(bias, g, acc_dtype));
       }
       break;
     case GroupedMMLayout::k3dx3d:
       acc.copy_(at::bmm(a, b));
       if (bias.has_value()) {
-        acc.add_(bias->to(kFloat).unsqueeze(1));
+        acc.add_(bias->to(acc_dtype).unsqueeze(1));
       }
       break;
   }

@@ -22,10 +22,12 @@ void check_operand(const Tensor& t, const char* name) {
       t.dim() == 2 || t.dim() == 3,
       kOp, ": ", name, " must be a 2d or 3d tensor, got a ", t.dim(),
       "d tensor of shape ", t.sizes());
+  // float64 only on the CPU reference, so gradcheck can run in float64.
+  const bool cpu_double = t.scalar_type() == kDouble && t.is_cpu();
   TORCH_CHECK(
-      is_supported_input_dtype(t.scalar_type()),
-      kOp, ": ", name, " must be bfloat16, float16 or float32, got ",
-      t.scalar_type());
+      is_supported_input_dtype(t.scalar_type()) || cpu_double,
+      kOp, ": ", name, " must be bfloat16, float16 or float32 (or float64 "
+      "on the CPU), got ", t.scalar_type(), " on ", t.device());
 }
 
 GroupedMMLayout layout_of(const Tensor& self, const Tensor& mat2) {
