@@ -101,6 +101,12 @@ def _wheel_cuda_dirs() -> tuple[list[str], list[str]]:
     return includes, libs
 
 
+def _cublas_libraries() -> list[str]:
+    """cuBLAS and cuBLASLt by soname: the wheel ships only libcublas.so.N."""
+    major = torch.version.cuda.split(".")[0]
+    return [f":libcublas.so.{major}", f":libcublasLt.so.{major}"]
+
+
 def _cutlass_includes() -> list[str]:
     explicit = os.environ.get("CUTLASS_INCLUDE_DIR")
     if explicit:
@@ -145,6 +151,7 @@ def _extension():
         "overlap_ops._C", _cpu_sources() + _cuda_sources(),
         include_dirs=include_dirs + wheel_inc + _cutlass_includes(),
         library_dirs=wheel_lib,
+        libraries=_cublas_libraries(),
         extra_compile_args={"cxx": cxx + ["-DOVERLAP_OPS_WITH_CUDA"],
                             "nvcc": nvcc},
     )

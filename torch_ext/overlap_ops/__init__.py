@@ -10,6 +10,7 @@ import torch  # noqa: F401  (loads libc10/libtorch before _C)
 
 from overlap_ops import _C  # noqa: F401  (runs the TORCH_LIBRARY registration)
 from overlap_ops import _autograd, _fake  # noqa: F401  (registrations only)
+from overlap_ops.carveout import sm_carveout
 from overlap_ops.checked import checked_offsets, set_checked_offsets
 from overlap_ops.grouped_mm import grouped_mm, has_cuda_kernels
 from overlap_ops.routing import route_torch_grouped_mm, routed_torch_grouped_mm

@@ -14,6 +14,12 @@ int64_t requested_sm_carveout() {
   return k.has_value() ? *k : 0;
 }
 
+void check_sm_carveout(int64_t carveout) {
+  TORCH_CHECK(
+      carveout >= 0, "sm_carveout: the carveout must satisfy k >= 0, got k = ",
+      carveout);
+}
+
 int64_t sm_count_after_carveout(int64_t total_sms, int64_t carveout) {
   TORCH_CHECK(
       total_sms > 0, "sm_carveout: the device reports ", total_sms, " SMs");
@@ -22,6 +28,18 @@ int64_t sm_count_after_carveout(int64_t total_sms, int64_t carveout) {
       "sm_carveout: the carveout must satisfy 0 <= k < ", total_sms,
       " (the device's SM count), got k = ", carveout);
   return total_sms - carveout;
+}
+
+int64_t effective_sm_count(int64_t total_sms) {
+  return sm_count_after_carveout(total_sms, requested_sm_carveout());
+}
+
+int32_t blas_sm_count_target(int64_t total_sms) {
+  const int64_t carveout = requested_sm_carveout();
+  if (carveout == 0) {
+    return 0;
+  }
+  return static_cast<int32_t>(sm_count_after_carveout(total_sms, carveout));
 }
 
 }  // namespace at::cuda

@@ -15,9 +15,23 @@ namespace at::cuda {
 // The carveout the context asks for, 0 when unset.
 int64_t requested_sm_carveout();
 
+// Raises a c10::Error when `carveout` is negative. Callers that know the
+// device use sm_count_after_carveout(), which also checks the upper bound.
+void check_sm_carveout(int64_t carveout);
+
 // SMs a GEMM may use on a device with `total_sms` SMs when `carveout` SMs
 // must stay free. Raises a c10::Error naming the valid range when the
 // carveout is negative or leaves no SM.
 int64_t sm_count_after_carveout(int64_t total_sms, int64_t carveout);
+
+// SMs a GEMM may use on a device with `total_sms` SMs under the context's
+// carveout: `total_sms` when no carveout is set. Our own kernels size their
+// persistent grid with it.
+int64_t effective_sm_count(int64_t total_sms);
+
+// The value for cuBLAS's cublasSetSmCountTarget and cuBLASLt's
+// CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET under the context's carveout: 0 (the
+// libraries' "use every SM") when no carveout is set, else total_sms - k.
+int32_t blas_sm_count_target(int64_t total_sms);
 
 }  // namespace at::cuda

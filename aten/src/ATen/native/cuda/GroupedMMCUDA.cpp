@@ -9,7 +9,7 @@
 
 #include <ATen/Functions.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/SMCarveout.h>
+#include <ATen/cuda/SMCarveoutCUDA.h>
 #include <ATen/native/GroupedMMValidation.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -59,11 +59,6 @@ Geometry make_geometry(
   return geo;
 }
 
-int64_t grid_limit_for_current_device() {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return at::cuda::sm_count_after_carveout(sms, at::cuda::requested_sm_carveout());
-}
-
 void check_offsets_if_requested(
     const std::optional<Tensor>& offs, const GroupedMMProblem& p) {
   if (offs.has_value() && grouped_mm_checked_offsets()) {
@@ -110,7 +105,7 @@ Tensor grouped_mm_cuda(
   args.offs = offs.has_value() ? offs->contiguous() : Tensor();
   args.bias = bias.has_value() ? bias->to(kFloat).contiguous() : Tensor();
   args.geo = make_geometry(p, self, mat2, out);
-  args.sm_limit = grid_limit_for_current_device();
+  args.sm_limit = at::cuda::current_device_sm_limit();
 
   grouped_mm::launch_zero_tail(args);
   if (!grouped_mm::try_launch_sm90_grouped_mm(args)) {

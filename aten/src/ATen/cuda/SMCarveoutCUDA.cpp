@@ -1,0 +1,70 @@
+// CUDA part of the SM-carveout policy; see SMCarveoutCUDA.h. Host code only,
+// compiled by the C++ compiler, so its errors unwind through ordinary frames.
+
+#include <ATen/cuda/SMCarveoutCUDA.h>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/util/Exception.h>
+
+namespace at::cuda {
+namespace {
+
+int64_t current_device_sm_count() {
+  return getCurrentDeviceProperties()->multiProcessorCount;
+}
+
+}  // namespace
+
+int64_t current_device_sm_limit() {
+  return effective_sm_count(current_device_sm_count());
+}
+
+int32_t current_device_sm_count_target() {
+  if (requested_sm_carveout() == 0) {
+    return 0;  // skip the device-properties lookup in the common case
+  }
+  return blas_sm_count_target(current_device_sm_count());
+}
+
+CublasSmCountTargetGuard::CublasSmCountTargetGuard(
+    cublasHandle_t handle,
+    int32_t sm_count_target)
+    : handle_(handle) {
+  if (sm_count_target == 0) {
+    return;
+  }
+  cublasStatus_t status = cublasGetSmCountTarget(handle_, &previous_);
+  TORCH_CHECK(
+      status == CUBLAS_STATUS_SUCCESS, "cublasGetSmCountTarget failed: ",
+      cublasGetStatusString(status));
+  status = cublasSetSmCountTarget(handle_, sm_count_target);
+  TORCH_CHECK(
+      status == CUBLAS_STATUS_SUCCESS, "cublasSetSmCountTarget(",
+      sm_count_target, ") failed: ", cublasGetStatusString(status));
+  active_ = true;
+}
+
+CublasSmCountTargetGuard::~CublasSmCountTargetGuard() {
+  if (active_) {
+    // A destructor must not throw; restoring a value the handle reported a
+    // moment ago does not fail in practice.
+    (void)cublasSetSmCountTarget(handle_, previous_);
+  }
+}
+
+void set_cublaslt_sm_count_target(
+    cublasLtMatmulDesc_t desc,
+    int32_t sm_count_target) {
+  if (sm_count_target == 0) {
+    return;
+  }
+  const cublasStatus_t status = cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_count_target,
+      sizeof(sm_count_target));
+  TORCH_CHECK(
+      status == CUBLAS_STATUS_SUCCESS,
+      "cublasLtMatmulDescSetAttribute(SM_COUNT_TARGET=", sm_count_target,
+      ") failed: ", cublasLtGetStatusString(status));
+}
+
+}  // namespace at::cuda

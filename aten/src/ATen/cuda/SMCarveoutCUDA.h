@@ -1,0 +1,55 @@
+#pragma once
+
+// How the SM carveout policy (SMCarveout.h) reaches the CUDA GEMM backends:
+//
+//   backend             mechanism
+//   our kernels         grid limit current_device_sm_limit()
+//   cuBLAS (non-Lt)     CublasSmCountTargetGuard around the call
+//   cuBLASLt            set_cublaslt_sm_count_target(desc, ...)
+//
+// cuBLAS treats the SM count target as a hint for its heuristics and for the
+// grid of its persistent kernels; a kernel that launches one CTA per output
+// tile still spreads over every SM (see test/test_sm_carveout.py).
+
+#include <ATen/cuda/SMCarveout.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <cstdint>
+
+namespace at::cuda {
+
+// SMs our own kernels may use on the current device (its SM count minus the
+// context's carveout). Raises when the carveout is out of range.
+int64_t current_device_sm_limit();
+
+// blas_sm_count_target() for the current device: 0 when no carveout is set.
+int32_t current_device_sm_count_target();
+
+// Sets cublasSetSmCountTarget on `handle` for one scope and restores the
+// handle's previous target on exit. A target of 0 (no carveout) leaves the
+// handle alone, so the common case costs nothing.
+class CublasSmCountTargetGuard {
+ public:
+  explicit CublasSmCountTargetGuard(
+      cublasHandle_t handle,
+      int32_t sm_count_target = current_device_sm_count_target());
+  ~CublasSmCountTargetGuard();
+  CublasSmCountTargetGuard(const CublasSmCountTargetGuard&) = delete;
+  CublasSmCountTargetGuard& operator=(const CublasSmCountTargetGuard&) =
+      delete;
+
+ private:
+  cublasHandle_t handle_;
+  int previous_ = 0;
+  bool active_ = false;
+};
+
+// Sets CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET on `desc`; a target of 0 (no
+// carveout) leaves `desc` alone.
+void set_cublaslt_sm_count_target(
+    cublasLtMatmulDesc_t desc,
+    int32_t sm_count_target = current_device_sm_count_target());
+
+}  // namespace at::cuda

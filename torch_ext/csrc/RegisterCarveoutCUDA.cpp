@@ -1,0 +1,102 @@
+// Registers the SM-carveout ops: the policy (aten/src/ATen/cuda/SMCarveout.h)
+// as private ops for the tests, and the switch that routes aten::mm, addmm,
+// bmm and baddbmm (CUDA) to the carveout-aware kernels of
+// aten/src/ATen/cuda/CarveoutBlasCUDA.h while overlap_ops.sm_carveout(k) is
+// active. This file only routes to aten/; no carveout logic lives here.
+
+#include <ATen/cuda/SMCarveout.h>
+#ifdef OVERLAP_OPS_WITH_CUDA
+#include <ATen/cuda/CarveoutBlasCUDA.h>
+#endif
+
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+
+namespace overlap_ops {
+namespace {
+
+int64_t sm_count_after_carveout(int64_t total_sms, int64_t k) {
+  return at::cuda::sm_count_after_carveout(total_sms, k);
+}
+
+void check_sm_carveout(int64_t k) {
+  at::cuda::check_sm_carveout(k);
+}
+
+int64_t blas_sm_count_target(int64_t total_sms) {
+  return at::cuda::blas_sm_count_target(total_sms);
+}
+
+// The aten::{mm,addmm,bmm,baddbmm} CUDA overrides. They exist while `cuda`
+// does: destroying the Library object removes them and brings PyTorch's own
+// kernels back. A CPU-only build keeps only the flag, so the bookkeeping is
+// the same everywhere.
+struct GemmRoute {
+  std::mutex mutex;
+  bool enabled = false;
+  std::unique_ptr<torch::Library> cuda;
+};
+
+GemmRoute& gemm_route() {
+  static GemmRoute route;
+  return route;
+}
+
+#ifdef OVERLAP_OPS_WITH_CUDA
+std::unique_ptr<torch::Library> make_carveout_gemm_impls() {
+  auto lib = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__,
+      __LINE__);
+  lib->impl("mm", TORCH_FN(at::cuda::carveout_mm));
+  lib->impl("mm.out", TORCH_FN(at::cuda::carveout_mm_out));
+  lib->impl("bmm", TORCH_FN(at::cuda::carveout_bmm));
+  lib->impl("bmm.out", TORCH_FN(at::cuda::carveout_bmm_out));
+  lib->impl("addmm", TORCH_FN(at::cuda::carveout_addmm));
+  lib->impl("addmm.out", TORCH_FN(at::cuda::carveout_addmm_out));
+  lib->impl("addmm_", TORCH_FN(at::cuda::carveout_addmm_));
+  lib->impl("baddbmm", TORCH_FN(at::cuda::carveout_baddbmm));
+  lib->impl("baddbmm.out", TORCH_FN(at::cuda::carveout_baddbmm_out));
+  lib->impl("baddbmm_", TORCH_FN(at::cuda::carveout_baddbmm_));
+  return lib;
+}
+#endif
+
+// Turns the routing on or off; returns whether it was on before.
+bool route_aten_carveout_gemms(bool enabled) {
+  GemmRoute& route = gemm_route();
+  std::lock_guard<std::mutex> lock(route.mutex);
+  const bool was_enabled = route.enabled;
+  if (enabled == was_enabled) {
+    return was_enabled;
+  }
+#ifdef OVERLAP_OPS_WITH_CUDA
+  // Built before it is stored: a registration that throws leaves no half
+  // set of overrides behind.
+  route.cuda = enabled ? make_carveout_gemm_impls() : nullptr;
+#endif
+  route.enabled = enabled;
+  return was_enabled;
+}
+
+bool carveout_gemms_routed() {
+  GemmRoute& route = gemm_route();
+  std::lock_guard<std::mutex> lock(route.mutex);
+  return route.enabled;
+}
+
+}  // namespace
+}  // namespace overlap_ops
+
+TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
+  m.def("_sm_count_after_carveout(int total_sms, int k) -> int",
+        &overlap_ops::sm_count_after_carveout);
+  m.def("_check_sm_carveout(int k) -> ()", &overlap_ops::check_sm_carveout);
+  m.def("_blas_sm_count_target(int total_sms) -> int",
+        &overlap_ops::blas_sm_count_target);
+  m.def("_route_aten_carveout_gemms(bool enabled) -> bool",
+        &overlap_ops::route_aten_carveout_gemms);
+  m.def("_carveout_gemms_routed() -> bool",
+        &overlap_ops::carveout_gemms_routed);
+}

@@ -1,0 +1,123 @@
+"""``overlap_ops.sm_carveout(k)``: leave ``k`` SMs free for communication.
+
+Stock PyTorch honours ``torch._C._set_sm_carveout_experimental(k)`` only in
+its cuBLASLt paths (``addmm``/``linear`` with a bias, ``_scaled_mm``) and in
+bf16 ``_grouped_mm``; plain ``mm``, ``bmm`` and the other ``addmm``/
+``baddbmm`` calls go to cuBLAS kernels that take every SM. Inside
+``sm_carveout(k)``:
+
+* the context setting is ``k``, so PyTorch's own cuBLASLt paths apply it;
+* ``aten::mm``, ``addmm``, ``bmm`` and ``baddbmm`` (functional, ``out=`` and
+  in-place forms, CUDA) run the carveout-aware kernels built from
+  ``aten/src/ATen/cuda/CarveoutBlasCUDA.cpp``: cuBLAS with
+  ``cublasSetSmCountTarget(handle, SMs - k)``, or cuBLASLt with
+  ``CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`` for a bias row (``linear``);
+* ``torch._grouped_mm`` runs the overlap_ops kernels, whose persistent grid
+  is at most ``SMs - k`` CTAs.
+
+On exit every piece of state goes back to what it was, also when the block
+raises, so blocks nest. ``k`` of ``None`` or 0 means no carveout and routes
+nothing. The state is process-wide (the context setting and the dispatcher
+are), so enter the block from one thread at a time.
+
+Not covered: the ``out_dtype`` overloads (``mm.dtype`` and friends), which
+keep PyTorch's kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from typing import Iterator, Optional
+
+import torch
+
+from overlap_ops.routing import route_torch_grouped_mm
+
+
+def device_sm_count(device: Optional[torch.device] = None) -> Optional[int]:
+    """SMs of ``device`` (default: the current CUDA device); None without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(
+        torch.cuda.current_device() if device is None else device)
+    return int(props.multi_processor_count)
+
+
+def check_sm_carveout(k: Optional[int],
+                      sm_count: Optional[int] = None) -> int:
+    """Validates a carveout through the C++ policy; returns it as an int.
+
+    Args:
+        k: SMs to leave free; None means 0.
+        sm_count: SMs of the device; default: the current CUDA device's. When
+            there is no CUDA device only ``k >= 0`` can be checked; the upper
+            bound is then checked by the first GEMM that runs.
+
+    Raises:
+        TypeError: ``k`` is not an integer (``bool`` included).
+        RuntimeError: ``k < 0`` or ``k >= sm_count`` (the policy's message).
+    """
+    if k is None:
+        return 0
+    if isinstance(k, bool):
+        raise TypeError("sm_carveout: k must be an int or None, got bool")
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(
+            f"sm_carveout: k must be an int or None, got {type(k).__name__}"
+        ) from None
+    sms = device_sm_count() if sm_count is None else sm_count
+    if sms is None:
+        torch.ops.overlap_ops._check_sm_carveout(k)
+    else:
+        torch.ops.overlap_ops._sm_count_after_carveout(sms, k)
+    return k
+
+
+def route_carveout_gemms(enabled: bool = True) -> bool:
+    """Routes aten mm/addmm/bmm/baddbmm (CUDA) to the carveout-aware kernels.
+
+    Returns whether the routing was on before. ``sm_carveout`` calls this;
+    use it directly only to keep the routing across several blocks.
+    """
+    return bool(torch.ops.overlap_ops._route_aten_carveout_gemms(bool(enabled)))
+
+
+def carveout_gemms_routed() -> bool:
+    """Whether aten mm/addmm/bmm/baddbmm currently go to our kernels."""
+    return bool(torch.ops.overlap_ops._carveout_gemms_routed())
+
+
+@contextlib.contextmanager
+def sm_carveout(k: Optional[int]) -> Iterator[int]:
+    """Makes every GEMM inside the block leave ``k`` SMs free.
+
+    Example::
+
+        with overlap_ops.sm_carveout(16):
+            out = x @ w          # at most SMs - 16 SMs
+            dist.all_gather_into_tensor(...)  # on the 16 left free
+
+    Args:
+        k: SMs to leave free, ``0 <= k < SMs`` of the current device; None or
+            0 means no carveout (nothing is routed, no overhead).
+
+    Yields:
+        ``k`` as an int (0 for None).
+
+    Raises:
+        TypeError, RuntimeError: see :func:`check_sm_carveout`; nothing has
+        changed when they are raised.
+    """
+    k = check_sm_carveout(k)
+    with contextlib.ExitStack() as restore:
+        restore.callback(torch._C._set_sm_carveout_experimental,
+                         torch._C._get_sm_carveout_experimental())
+        torch._C._set_sm_carveout_experimental(k if k else None)
+        if k:
+            restore.callback(route_carveout_gemms, route_carveout_gemms(True))
+            restore.callback(route_torch_grouped_mm,
+                             route_torch_grouped_mm(True))
+        yield k
