@@ -44,6 +44,12 @@ for stage in "$@"; do
         python3 -m pytest -q -x test/test_grouped_mm.py -k "CUDA and (2d_3d or bad or many)" \
         2>&1 | tee "$OUT/sanitize.log" | tail -15
       ;;
+    carveout)
+      python3 -m pytest -q test/test_sm_carveout.py -k "cuda or CUDA" 2>&1 \
+        | tee "$OUT/carveout_test.log" | tail -15
+      timeout 180 python3 tools/bench_carveout.py --out "$OUT" 2>&1 | tail -30
+      timeout 90 python3 tools/bench_overlap.py --single-gpu --out "$OUT" 2>&1 | tail -20
+      ;;
     bench)
       python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
