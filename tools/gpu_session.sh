@@ -2,11 +2,14 @@
 # One device-machine session: install carried wheels, build the extension
 # against the machine's own torch, then run the requested stages.
 #   tools/gpu_session.sh build test bench sanitize ...
-# Results go to $OUT (or results/tmp when OUT is unset).
+# Results go to $OUT/session.tgz (the device tool returns at most 8 files),
+# or to results/tmp when OUT is unset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-results/tmp}
-mkdir -p "$OUT"
+FINAL=${OUT:-results/tmp}
+OUT=$(mktemp -d /tmp/gpu_session.XXXXXX)
+mkdir -p "$FINAL" "$OUT/carveout" "$OUT/overlap"
+trap 'tar czf "$FINAL/session.tgz" -C "$OUT" .' EXIT
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [[ -d .whl ]]; then
@@ -47,8 +50,8 @@ for stage in "$@"; do
     carveout)
       python3 -m pytest -q test/test_sm_carveout.py -k "cuda or CUDA" 2>&1 \
         | tee "$OUT/carveout_test.log" | tail -15
-      timeout 180 python3 tools/bench_carveout.py --out "$OUT" 2>&1 | tail -30
-      timeout 90 python3 tools/bench_overlap.py --single-gpu --out "$OUT" 2>&1 | tail -20
+      timeout 180 python3 tools/bench_carveout.py --out "$OUT/carveout" 2>&1 | tail -30
+      timeout 90 python3 tools/bench_overlap.py --single-gpu --out "$OUT/overlap" 2>&1 | tail -20
       ;;
     bench)
       python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
