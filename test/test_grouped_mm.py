@@ -179,6 +179,18 @@ class TestGroupedMM(TestCase):
         a = _randn(6, 8, device=device, dtype=dtype)
         self._run_and_check(a, b, make_offsets([0, 0, 0], device))
 
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_zero_k_gives_zeros_plus_bias(self, device, dtype):
+        # K = 0 in every layout: the product is empty, the output is the bias.
+        offs = make_offsets([2, 0, 3], device)
+        bias = torch.randn(3, 4, device=device, dtype=dtype)
+        self._run_and_check(_randn(6, 0, device=device, dtype=dtype),
+                            _randn(3, 0, 4, device=device, dtype=dtype),
+                            offs, bias)
+        self._run_and_check(_randn(3, 5, 0, device=device, dtype=dtype),
+                            _randn(3, 0, 4, device=device, dtype=dtype),
+                            None, bias)
+
     @dtypes(torch.bfloat16)
     def test_opcheck(self, device, dtype):
         sizes = [3, 0, 5]

@@ -37,80 +37,47 @@ struct alignas(16) OutVector {
   Out v[kSize];
 };
 
-// Group that owns output row `row` when rows are grouped: the first g whose
-// clamped end is past the row (offsets past the end count as the end).
-template <typename OffsT>
-__device__ int64_t group_of_row(const Geometry& geo, const OffsT* offs,
-                                int64_t row) {
-  int64_t lo = 0;
-  int64_t hi = geo.num_groups;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (clamp_offset(offs, mid, 0, geo.extent) > row) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
-}
-
-// Completes the output after a tensor-core GEMM, 16 bytes (or one element)
-// per step, over a flat index of (output row, column chunk) so every block
-// has work even when only a few groups need it. k = 0 problems get exact
-// zeros (plus bias); others get the bias added to what the GEMM wrote.
+// Groups along y, rows along x, columns across the threads. k = 0 groups
+// get exact zeros (plus bias); other groups get the bias added to what the
+// GEMM wrote. Contiguous rows are written 16 bytes at a time: zeroing the
+// empty groups of a wgrad writes gigabytes, so this runs at copy bandwidth.
 template <typename Out, typename OffsT, bool kVectorized>
 __global__ void finish_groups_kernel(
     Geometry geo, Out* d, const OffsT* offs, const float* bias) {
   using Vec = OutVector<Out>;
   constexpr int kStep = kVectorized ? Vec::kSize : 1;
-  const bool rows_grouped = geo.grouped == GroupedDim::kRows;
-  const int64_t chunks_per_row = (geo.n + kStep - 1) / kStep;
-  const int64_t rows = rows_grouped ? geo.extent : geo.num_groups * geo.m;
-  const int64_t total = rows * chunks_per_row;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t v = i / chunks_per_row;
-    const int64_t c = (i % chunks_per_row) * kStep;
-    int64_t g;
-    Out* row;
-    bool zero;
-    if (rows_grouped) {
-      g = group_of_row(geo, offs, v);
-      if (g >= geo.num_groups) {
-        continue;  // the tail past offs[-1]: zero_tail_kernel's job
-      }
-      row = d + v * geo.d.row;
-      zero = geo.k == 0;
-    } else {
-      g = v / geo.m;
-      const Group p = group_problem(geo, offs, g);
-      zero = p.k == 0;
-      row = d + p.d_offset + (v % geo.m) * geo.d.row;
-    }
+  for (int64_t g = blockIdx.y; g < geo.num_groups; g += gridDim.y) {
+    const Group p = group_problem(geo, offs, g);
+    const bool zero = p.k == 0;
     if (!zero && bias == nullptr) {
       continue;
     }
     const float* bias_row = bias == nullptr ? nullptr : bias + g * geo.n;
-    if constexpr (kVectorized) {
-      Vec* slot = reinterpret_cast<Vec*>(row + c);
-      Vec out = zero ? Vec{} : *slot;
+    for (int64_t r = blockIdx.x; r < p.m; r += gridDim.x) {
+      Out* row = d + p.d_offset + r * geo.d.row;
+      for (int64_t c = int64_t(threadIdx.x) * kStep; c < p.n;
+           c += int64_t(blockDim.x) * kStep) {
+        if constexpr (kVectorized) {
+          Vec* slot = reinterpret_cast<Vec*>(row + c);
+          Vec out = zero ? Vec{} : *slot;
 #pragma unroll
-      for (int j = 0; j < Vec::kSize; ++j) {
-        float x = zero ? 0.f : static_cast<float>(out.v[j]);
-        if (bias_row != nullptr) {
-          x += bias_row[c + j];
+          for (int i = 0; i < Vec::kSize; ++i) {
+            float v = zero ? 0.f : static_cast<float>(out.v[i]);
+            if (bias_row != nullptr) {
+              v += bias_row[c + i];
+            }
+            out.v[i] = static_cast<Out>(v);
+          }
+          *slot = out;
+        } else {
+          Out* e = row + c * geo.d.col;
+          float v = zero ? 0.f : static_cast<float>(*e);
+          if (bias_row != nullptr) {
+            v += bias_row[c];
+          }
+          *e = static_cast<Out>(v);
         }
-        out.v[j] = static_cast<Out>(x);
       }
-      *slot = out;
-    } else {
-      Out* e = row + c * geo.d.col;
-      float x = zero ? 0.f : static_cast<float>(*e);
-      if (bias_row != nullptr) {
-        x += bias_row[c];
-      }
-      *e = static_cast<Out>(x);
     }
   }
 }
@@ -144,13 +111,18 @@ void launch_zero_tail(const LaunchArgs& args) {
 }
 
 void launch_finish_groups(const LaunchArgs& args) {
+  // k = 0 problems: empty groups of a 2d x 2d call, or K = 0 in any layout.
   const bool may_have_k0 =
       args.geo.grouped == GroupedDim::kReduction || args.geo.k == 0;
   if (!may_have_k0 && !args.bias.defined()) {
     return;
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const dim3 grid(static_cast<unsigned>(args.sm_limit));
+  const int64_t y = std::max<int64_t>(
+      1, std::min<int64_t>({args.geo.num_groups, args.sm_limit, 65535}));
+  const dim3 grid(
+      static_cast<unsigned>(std::max<int64_t>(1, args.sm_limit / y)),
+      static_cast<unsigned>(y));
   const float* bias =
       args.bias.defined() ? args.bias.const_data_ptr<float>() : nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(
