@@ -1,7 +1,11 @@
 # Owner(s): ["module: linear algebra"]
 """Tests for the _grouped_mm contract (DESIGN.md), CPU and CUDA.
 
-Runs against the overlap_ops extension (torch.ops.overlap_ops.grouped_mm and
+Mode by feature detection: with the overlap_ops extension installed the
+tests run torch.ops.overlap_ops.grouped_mm; without it they run
+torch._grouped_mm itself, which is what a wheel built by `./build.sh wheel`
+patches (tests of extension-only switches then skip). Extension mode covers
+torch.ops.overlap_ops.grouped_mm and
 torch._grouped_mm routed to it). CUDA tests are generated only when a GPU is
 present and skip when the extension was built without its CUDA kernels.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unittest
 
 import torch
 from torch.testing._internal.common_device_type import (
@@ -30,14 +35,22 @@ from grouped_mm_reference import (  # noqa: E402
     tolerance,
 )
 
-import overlap_ops  # noqa: E402
+try:
+    import overlap_ops  # noqa: E402
+except ImportError:  # a patched PyTorch wheel: test torch._grouped_mm
+    overlap_ops = None
 
-HAS_CUDA_KERNELS = overlap_ops.has_cuda_kernels()
+HAS_EXTENSION = overlap_ops is not None
+HAS_CUDA_KERNELS = not HAS_EXTENSION or overlap_ops.has_cuda_kernels()
+_OP = (torch.ops.overlap_ops.grouped_mm if HAS_EXTENSION
+       else torch.ops.aten._grouped_mm)
+needs_extension = unittest.skipIf(
+    not HAS_EXTENSION, "tests an overlap_ops switch (extension mode only)")
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
-    return torch.ops.overlap_ops.grouped_mm(a, b, offs, bias, out_dtype)
+    return _OP(a, b, offs, bias, out_dtype)
 
 
 def _randn(*shape, device, dtype, transposed=False):
@@ -205,7 +218,7 @@ class TestGroupedMM(TestCase):
              torch.randn(3, 16, device=device, dtype=dtype), torch.float32),
         ]
         for a, b, o, bias, out_dtype in cases:
-            torch.library.opcheck(torch.ops.overlap_ops.grouped_mm.default,
+            torch.library.opcheck(_OP.default,
                                   (a, b, o, bias, out_dtype))
 
     @dtypes(torch.float32)
@@ -245,6 +258,7 @@ class TestGroupedMM(TestCase):
             err = ((got.cpu().double() - want).norm() / want.norm()).item()
             self.assertLessEqual(err, tol)
 
+    @needs_extension
     @dtypes(torch.float32)
     def test_route_torch_grouped_mm(self, device, dtype):
         a = _randn(10, 8, device=device, dtype=dtype)
@@ -374,6 +388,7 @@ class TestGroupedMM(TestCase):
             self.assertEqual(x.grad, x2.grad)
             self.assertEqual(w.grad, w2.grad)
 
+    @needs_extension
     @onlyCPU
     def test_checked_offsets_switch(self, device):
         with overlap_ops.checked_offsets(True):
@@ -484,6 +499,7 @@ class TestGroupedMM(TestCase):
         offs = make_offsets([16, 16, 16, 16], device)
         self._run_and_check(a, b, offs)
 
+    @needs_extension
     @onlyCUDA
     @dtypes(torch.bfloat16)
     def test_checked_mode_names_the_group(self, device, dtype):
