@@ -28,7 +28,7 @@ tmp=$(mktemp -d /tmp/check_cuda_compile.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cp -r torch_ext "$tmp/torch_ext"
 rm -rf "$tmp/torch_ext/build" "$tmp"/torch_ext/overlap_ops/*.so
-ln -s "$PWD/aten" "$tmp/aten"
+cp -r aten "$tmp/aten"  # a copy: ninja writes objects next to relative sources
 echo "==> nvcc compile check (MAX_JOBS=${MAX_JOBS:-$(nproc)}), sources:" \
      "${OVERLAP_OPS_CUDA_SOURCES:-all}"
 (cd "$tmp/torch_ext" && OVERLAP_OPS_CUDA=1 OVERLAP_OPS_ARCHS="${OVERLAP_OPS_ARCHS:-90a;80}" \
