@@ -1,0 +1,26 @@
+# Owner(s): ["module: docs"]
+"""The README's Python examples run when pasted (on CPU here)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+class TestReadme(TestCase):
+    def test_python_examples_run(self) -> None:
+        blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+        self.assertGreaterEqual(len(blocks), 2)
+        for i, block in enumerate(blocks):
+            namespace: dict = {}
+            exec(compile(block, f"README.md python block {i}", "exec"),
+                 namespace)
+            self.assertIn("torch", namespace)
+
+
+if __name__ == "__main__":
+    run_tests()
