@@ -390,6 +390,31 @@ class TestGroupedMM(TestCase):
 
     @needs_extension
     @onlyCPU
+    @parametrize("dtype_name", ["float16", "float32", "bfloat16"])
+    def test_compile_routed_torch_grouped_mm(self, device, dtype_name):
+        # Stock's meta kernel rejects fp16/fp32 and unaligned strides; with
+        # routing on, torch._grouped_mm traces in every dtype.
+        dtype = getattr(torch, dtype_name)
+
+        def step(x, w, offs):
+            return torch._grouped_mm(x, w, offs)
+
+        offs = make_offsets([3, 0, 6], device)
+        x = torch.randn(9, 8, dtype=dtype, requires_grad=True)
+        w = torch.randn(3, 8, 6, dtype=dtype, requires_grad=True)
+        with overlap_ops.routed_torch_grouped_mm():
+            out = torch.compile(step, fullgraph=True, backend="aot_eager")(
+                x, w, offs)
+            out.float().sum().backward()
+            self.assertEqual(out, step(x.detach(), w.detach(), offs))
+        self.assertEqual(x.grad.shape, x.shape)
+        self.assertEqual(w.grad.shape, w.shape)
+        stock_meta = torch.ops.aten._grouped_mm.default.py_kernels.get(
+            torch._C.DispatchKey.Meta)
+        self.assertIsNot(stock_meta, overlap_ops._fake._grouped_mm_fake)
+
+    @needs_extension
+    @onlyCPU
     def test_checked_offsets_switch(self, device):
         with overlap_ops.checked_offsets(True):
             self.assertTrue(torch.ops.overlap_ops._checked_offsets())

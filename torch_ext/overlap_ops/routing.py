@@ -6,6 +6,12 @@ the extension has its CUDA kernels); autograd keeps using PyTorch's own
 formula, which calls ``_grouped_mm`` again and so reaches our kernels too.
 PyTorch prints one warning about overriding a registered kernel the first
 time routing is turned on; that warning is expected.
+
+Routing also swaps the Python meta kernel of ``aten::_grouped_mm`` for ours,
+so ``torch.compile`` traces ``torch._grouped_mm`` in every dtype and layout
+(stock's meta accepts bf16 only, with 16-byte aligned strides, in 2.13/2.14).
+That swap uses ``OpOverload.py_kernels``, a private PyTorch table: it is the
+one place where stock registers that meta (``torch/_meta_registrations.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +21,32 @@ from typing import Iterator
 
 import torch
 
+from overlap_ops._fake import _grouped_mm_fake
+
+_META = torch._C.DispatchKey.Meta
+# The stock Python meta kernel while routing is on (None: there was none).
+_saved_meta: list = []
+
+
+def _swap_meta_kernel(enabled: bool) -> None:
+    op = torch.ops.aten._grouped_mm.default
+    if enabled and not _saved_meta:
+        _saved_meta.append(op.py_kernels.get(_META))
+        op.py_kernels[_META] = _grouped_mm_fake
+    elif not enabled and _saved_meta:
+        stock = _saved_meta.pop()
+        if stock is None:
+            op.py_kernels.pop(_META, None)
+        else:
+            op.py_kernels[_META] = stock
+    op._dispatch_cache.clear()
+
 
 def route_torch_grouped_mm(enabled: bool = True) -> bool:
     """Turns routing on or off; returns whether it was on before."""
-    return bool(torch.ops.overlap_ops._route_aten_grouped_mm(bool(enabled)))
+    previous = bool(torch.ops.overlap_ops._route_aten_grouped_mm(bool(enabled)))
+    _swap_meta_kernel(bool(enabled))
+    return previous
 
 
 @contextlib.contextmanager
