@@ -27,6 +27,8 @@ if ! command -v hipcc >/dev/null; then
     exit 2
   fi
   echo "==> apt-get install hipcc libamdhip64-dev"
+  # A fresh machine may have no package lists yet.
+  apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     hipcc libamdhip64-dev >/dev/null
   echo "    installed in $((SECONDS - start)) s"
