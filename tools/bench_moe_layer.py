@@ -604,7 +604,7 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="smoke test: one small synthetic layer, few steps")
     parser.add_argument("--no-isolate", action="store_true",
                         help="run every layer in this process")
-    parser.add_argument("--child-timeout", type=float, default=900.0)
+    parser.add_argument("--child-timeout", type=float, default=300.0)
     parser.add_argument("--out", default=str(REPO / "results" / "tmp"))
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_impl", default=None, help=argparse.SUPPRESS)
