@@ -468,12 +468,17 @@ def _child_argv(shape: LayerShape, impl: str,
 
 def _run_isolated(shape: LayerShape, impl: str,
                   args: argparse.Namespace) -> dict[str, Any]:
-    proc = subprocess.run(_child_argv(shape, impl, args), stdout=subprocess.PIPE,
-                          stderr=None, text=True, timeout=args.child_timeout)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    why = f"process exited with {proc.returncode} (see stderr)"
+    try:
+        proc = subprocess.run(_child_argv(shape, impl, args),
+                              stdout=subprocess.PIPE, stderr=None, text=True,
+                              timeout=args.child_timeout)
+    except subprocess.TimeoutExpired:
+        why = f"timed out after {args.child_timeout:.0f} s"
+    else:
+        for line in reversed(proc.stdout.splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+        why = f"process exited with {proc.returncode} (see stderr)"
     return {"layer": shape.name, "impl": impl, "runs": {
         f"{m}/{p}": {"error": why} for m in args.modes for p in PASSES}}
 
