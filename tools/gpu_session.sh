@@ -58,7 +58,12 @@ for stage in "$@"; do
       # in its own process (a stock device-side assert stays contained).
       python3 -m pytest -q test/test_grouped_mm.py -k "moe_step" 2>&1 \
         | tee "$OUT/moe/moe_test.log" | tail -15
-      timeout 480 python3 tools/bench_moe_layer.py --out "$OUT/moe" \
+      # The device tool kills a command at 600 s, and then nothing comes
+      # back: stop the bench (its JSON is written after every row) in time
+      # for the tarball. SESSION_BUDGET_S: seconds the whole script may take.
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "moe bench: $left s left"
+      timeout "$left" python3 tools/bench_moe_layer.py --out "$OUT/moe" \
         ${MOE_ARGS:-} 2>"$OUT/moe/moe_bench.log" | tail -40
       tail -5 "$OUT/moe/moe_bench.log"
       ;;
