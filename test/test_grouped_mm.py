@@ -479,6 +479,54 @@ class TestGroupedMM(TestCase):
                                  a.dim(), b.dim(), offs,
                                  tolerance(dtype, self.device_type))
 
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_moe_step_matches_reference(self, device, dtype):
+        # The MoE step the graph tests capture, eager, on every device.
+        static = _MoEStepInputs.make(device, dtype)
+        static.route([1, 0, 2, 1, 1, 0])
+        out, grads = static.step()
+        static.check(self, out, grads)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_moe_step_graph_replay(self, device, dtype):
+        # A whole MoE forward + backward (routing on the device, grouped w13,
+        # SwiGLU, grouped w2, combine, autograd.grad) in one CUDA graph,
+        # replayed after new routing (new offsets, empty experts) and new
+        # data were copied into the static inputs.
+        static = _MoEStepInputs.make(device, dtype)
+        static.route([1, 1, 1, 1, 1, 1])
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up outside capture, as autograd needs
+                static.step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out, grads = static.step()
+        for seed, weights in enumerate(([1, 1, 1, 1, 1, 1],
+                                        [0, 4, 1, 0, 9, 1],
+                                        [5, 0, 0, 1, 0, 0.2])):
+            static.route(weights, seed=seed + 1)
+            graph.replay()
+            torch.cuda.synchronize()
+            static.check(self, out, grads)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float16, torch.float32)
+    def test_moe_step_no_host_sync(self, device, dtype):
+        static = _MoEStepInputs.make(device, dtype)
+        static.route([0, 4, 1, 0, 9, 1])
+        static.step()  # first-call setup (handles, workspaces) may sync
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out, grads = static.step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        static.check(self, out, grads)
+
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float16, torch.float32)
     @parametrize("carveout", [8, 16, 32, 66])
@@ -556,6 +604,105 @@ def reference_grouped_mm_autograd(a, b, offs, bias):
     out = a @ b
     return out + bias.unsqueeze(1) if bias is not None else out
 
+
+
+def moe_forward(x, top_e, top_p, w13, w2, grouped_mm):
+    """MoE FFN with the routing decided: x (T, D), top_e / top_p (T, k)
+    experts and weights, w13 (G, D, 2H), w2 (G, H, D) -> (T, D).
+
+    Permutation on the device (stable argsort, scatter_add counts, int32
+    cumsum offsets), grouped w13, SwiGLU, grouped w2, weighted combine.
+    """
+    tokens, top_k = top_e.shape
+    groups, hidden = w13.shape[0], w2.shape[1]
+    flat = top_e.reshape(-1)
+    order = flat.argsort(stable=True)
+    counts = torch.zeros(groups, dtype=torch.int64, device=x.device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))
+    offs = counts.cumsum(0).to(torch.int32)
+    h = grouped_mm(x.index_select(0, order // top_k), w13, offs)
+    h = torch.nn.functional.silu(h[:, :hidden]) * h[:, hidden:]
+    y = grouped_mm(h, w2, offs)
+    rows = torch.arange(order.numel(), device=x.device)
+    row_of_slot = torch.empty_like(order).index_copy_(0, order, rows)
+    per_slot = y.index_select(0, row_of_slot).view(tokens, top_k, -1)
+    return (per_slot * top_p.unsqueeze(-1).to(y.dtype)).sum(1)
+
+
+class _MoEStepInputs:
+    """Static inputs of one MoE training step, refilled in place by route()
+    so that a captured CUDA graph sees new routing and new data."""
+
+    kTokens, kDim, kHidden, kExperts, kTopK = 24, 32, 16, 6, 2
+
+    @classmethod
+    def make(cls, device, dtype):
+        self = cls()
+        self.dtype = dtype
+        t, d, h, e, k = (cls.kTokens, cls.kDim, cls.kHidden, cls.kExperts,
+                         cls.kTopK)
+        self.x = torch.randn(t, d, device=device, dtype=dtype,
+                             requires_grad=True)
+        self.w13 = (torch.randn(e, d, 2 * h, device=device, dtype=dtype)
+                    * d ** -0.5).requires_grad_()
+        self.w2 = (torch.randn(e, h, d, device=device, dtype=dtype)
+                   * h ** -0.5).requires_grad_()
+        self.top_e = torch.zeros(t, k, device=device, dtype=torch.int64)
+        self.top_p = torch.zeros(t, k, device=device, dtype=torch.float32)
+        self.dout = torch.randn(t, d, device=device, dtype=dtype)
+        return self
+
+    def route(self, expert_weights, seed=0):
+        """New experts (drawn without replacement, weight 0 = never chosen),
+        router weights and data, copied into the static tensors."""
+        gen = torch.Generator().manual_seed(seed)
+        w = torch.tensor(expert_weights, dtype=torch.float64)
+        top_e = torch.multinomial(w.expand(self.kTokens, -1), self.kTopK,
+                                  generator=gen)
+        top_p = torch.rand(self.kTokens, self.kTopK, generator=gen)
+        with torch.no_grad():
+            self.top_e.copy_(top_e)
+            self.top_p.copy_(top_p)
+            self.x.copy_(torch.randn(self.x.shape, generator=gen))
+            self.dout.copy_(torch.randn(self.dout.shape, generator=gen))
+
+    def step(self):
+        """Forward + backward: (out, (dx, dw13, dw2))."""
+        out = moe_forward(self.x, self.top_e, self.top_p, self.w13, self.w2,
+                          _grouped_mm)
+        grads = torch.autograd.grad(out, (self.x, self.w13, self.w2),
+                                    self.dout)
+        return out, grads
+
+    def check(self, testcase, out, grads):
+        """out and grads vs float64 on the CPU; expert weight gradients per
+        group (exact zeros for an expert no token chose)."""
+        leaves = [t.detach().cpu().double().requires_grad_()
+                  for t in (self.x, self.w13, self.w2)]
+        top_e, top_p = self.top_e.cpu(), self.top_p.cpu().double()
+        ref = moe_forward(leaves[0], top_e, top_p, leaves[1], leaves[2],
+                          lambda a, b, o: reference_grouped_mm_autograd(
+                              a, b, o, None))
+        ref_grads = torch.autograd.grad(ref, leaves,
+                                        self.dout.cpu().double())
+        tol = 3 * tolerance(self.dtype, out.device.type)
+        chosen = torch.bincount(top_e.flatten(), minlength=self.kExperts)
+        for name, got, want in (("out", out, ref), ("dx", grads[0],
+                                                    ref_grads[0])):
+            got = got.detach().cpu().double()
+            err = ((got - want).norm() / want.norm()).item()
+            testcase.assertLessEqual(err, tol, f"{name}: {err:.3e}")
+        for name, got, want in (("dw13", grads[1], ref_grads[1]),
+                                ("dw2", grads[2], ref_grads[2])):
+            got = got.cpu().double()
+            for g in range(self.kExperts):
+                if chosen[g] == 0:
+                    testcase.assertTrue(bool((got[g] == 0).all()),
+                                        f"{name} expert {g}: expected zeros")
+                    continue
+                err = ((got[g] - want[g]).norm() / want[g].norm()).item()
+                testcase.assertLessEqual(err, tol,
+                                         f"{name} expert {g}: {err:.3e}")
 
 
 def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:

@@ -160,9 +160,12 @@ class TestPatchTools(TestCase):
         # pin rewritten to its commit.
         src = Path(self._tmp.name, "pytorch")
         yaml = src / check_patches.NATIVE_YAML
-        yaml.parent.mkdir(parents=True)
-        shutil.copyfile(check_patches.wheel_file(check_patches.NATIVE_YAML,
-                                                 _TORCH.site), yaml)
+        edited = {d.path for p in patch_series.build_series(self.root).emitted
+                  for d in p.edits}
+        for path in sorted(edited | {check_patches.NATIVE_YAML}):
+            (src / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(check_patches.wheel_file(path, _TORCH.site),
+                            src / path)
         subprocess.run(["git", "init", "-q"], cwd=src, check=True)
         subprocess.run(["git", "add", "-A"], cwd=src, check=True)
         subprocess.run([*_GIT, "commit", "-qm", "base"], cwd=src, check=True)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One device-machine session: install carried wheels, build the extension
 # against the machine's own torch, then run the requested stages.
-#   tools/gpu_session.sh build test bench sanitize ...
+#   tools/gpu_session.sh build test bench sanitize moe ...
 # Results go to $OUT/session.tgz (the device tool returns at most 8 files),
 # or to results/tmp when OUT is unset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-results/tmp}
 OUT=$(mktemp -d /tmp/gpu_session.XXXXXX)
-mkdir -p "$FINAL" "$OUT/carveout" "$OUT/overlap"
+mkdir -p "$FINAL" "$OUT/carveout" "$OUT/overlap" "$OUT/moe"
 trap 'tar czf "$FINAL/session.tgz" -C "$OUT" .' EXIT
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -52,6 +52,20 @@ for stage in "$@"; do
         | tee "$OUT/carveout_test.log" | tail -15
       timeout 180 python3 tools/bench_carveout.py --out "$OUT/carveout" 2>&1 | tail -30
       timeout 90 python3 tools/bench_overlap.py --single-gpu --out "$OUT/overlap" 2>&1 | tail -20
+      ;;
+    moe)
+      # MoE FFN layer, ours vs stock, eager and compiled; each (layer, impl)
+      # in its own process (a stock device-side assert stays contained).
+      python3 -m pytest -q test/test_grouped_mm.py -k "moe_step" 2>&1 \
+        | tee "$OUT/moe/moe_test.log" | tail -15
+      # The device tool kills a command at 600 s, and then nothing comes
+      # back: stop the bench (its JSON is written after every row) in time
+      # for the tarball. SESSION_BUDGET_S: seconds the whole script may take.
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "moe bench: $left s left"
+      timeout "$left" python3 tools/bench_moe_layer.py --out "$OUT/moe" \
+        ${MOE_ARGS:-} 2>"$OUT/moe/moe_bench.log" | tail -40
+      tail -5 "$OUT/moe/moe_bench.log"
       ;;
     bench)
       python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60

@@ -1,0 +1,62 @@
+// Bias gradient of _grouped_mm from at:: ops only, so the same host code
+// builds inside PyTorch (CPU library) and in the out-of-tree extension.
+
+#include <ATen/native/GroupedMMBackward.h>
+
+#include <ATen/Functions.h>
+
+namespace at::native {
+
+namespace {
+
+constexpr const char* kOp = "grouped_mm_bias_backward";
+
+bool is_low_precision(ScalarType dtype) {
+  return dtype == kBFloat16 || dtype == kHalf;
+}
+
+// Per-group row sums of grad (sum M, N) -> (G, N). One grouped GEMM of a row
+// of ones against grad, grouped along K: group g reduces rows
+// [offs[g-1], offs[g]) and a group with no rows yields zeros.
+Tensor bias_grad_2d_3d(const Tensor& grad, const Tensor& offs) {
+  const Tensor ones = at::ones({1, grad.size(0)}, grad.options());
+  const std::optional<ScalarType> acc_dtype = is_low_precision(
+      grad.scalar_type()) ? std::optional<ScalarType>(kFloat) : std::nullopt;
+  return at::_grouped_mm(ones, grad, offs, std::nullopt, acc_dtype)
+      .squeeze(1);
+}
+
+// grad (G, M, N) -> (G, N), reduced in at least float32.
+Tensor bias_grad_batched(const Tensor& grad) {
+  const ScalarType acc_dtype = c10::promoteTypes(grad.scalar_type(), kFloat);
+  return grad.sum(1, /*keepdim=*/false, acc_dtype);
+}
+
+}  // namespace
+
+Tensor grouped_mm_bias_backward(
+    const Tensor& grad,
+    int64_t self_dim,
+    int64_t mat2_dim,
+    const std::optional<Tensor>& offs) {
+  TORCH_CHECK(
+      !(self_dim == 3 && mat2_dim == 2),
+      kOp, ": the 3d x 2d layout has no bias");
+  if (self_dim == 2 && mat2_dim == 3) {
+    TORCH_CHECK(
+        offs.has_value(),
+        kOp, ": offs is required for the 2d x 3d layout");
+    TORCH_CHECK(
+        grad.dim() == 2,
+        kOp, ": grad must be 2-D (sum M, N) for the 2d x 3d layout, got ",
+        grad.dim(), "-D");
+    return bias_grad_2d_3d(grad, *offs);
+  }
+  TORCH_CHECK(
+      grad.dim() == 3,
+      kOp, ": grad must be 3-D (G, M, N) for the ", self_dim, "d x ",
+      mat2_dim, "d layout, got ", grad.dim(), "-D");
+  return bias_grad_batched(grad);
+}
+
+}  // namespace at::native

@@ -1,0 +1,665 @@
+"""MoE FFN layer benchmark: overlap_ops vs stock ``torch._grouped_mm``.
+
+One MoE feed-forward layer as torchtitan builds it (``moe.py``: router,
+token-choice top-k, ``GroupedExperts``), everything on the device:
+
+    router    logits = x @ w_router^T; probs = softmax(logits.float());
+              top_p, top_e = probs.topk(top_k)            (no renormalisation)
+    permute   slots sorted by expert (stable argsort), counts per expert
+              (scatter_add), int32 end offsets (cumsum); optional padding of
+              every group to `align` rows, as torchtitan does for the stock
+              kernel; rows gathered with index_select
+    experts   h = grouped_mm(x_perm, w13^T, offs)   2d x 3d, (R, 2 * hidden)
+              h = silu(h[:, :hidden]) * h[:, hidden:]           (SwiGLU)
+              y = grouped_mm(h, w2^T, offs)          2d x 3d, (R, dim)
+    combine   y gathered back to (tokens, top_k, dim), weighted by top_p, summed
+
+No ``.item()``, ``.tolist()``, ``nonzero`` or ``bincount`` (its CUDA kernel
+reads the input's max on the host to size the output: a sync). The weights
+are stored as torchtitan stores them, w13 (E, 2 * hidden, dim) and w2
+(E, dim, hidden), and passed transposed.
+
+Shapes come from the suite (``bench/moe_shapes.json``): a layer pairs the
+``<name>_w13`` and ``<name>_w2`` cases; dim = w13.K, hidden = w2.K (or
+w13.N / 2 without a w2 case), E = w13.E, rows M = w13.M and
+tokens = M / top_k. The layer always fuses w1 | w3, so w13 has 2 * hidden
+columns even where the suite's w13 case is w1 alone (mixtral_8x7b: N = hidden).
+top_k per model is ``TOP_K`` below.
+
+For each layer and each implementation (ours: ``torch.ops.overlap_ops.
+grouped_mm``; stock: ``torch._grouped_mm`` with routing to ours off) it
+times forward (autograd recording, as in training) and forward + backward
+(``out.backward(dout)`` with a dense random ``dout``), eager and under
+``torch.compile(fullgraph=True)``. Step time is the median of per-step
+CUDA-event timings after warm-up, rotating among input sets (new tokens,
+so new routing, every step). A failure is reported as n/a with the first
+line of its error. By default every (layer, implementation) runs in its own
+process, so a failure that kills the CUDA context (a device-side assert in
+the stock kernel) cannot take the other rows with it.
+
+Host syncs: one extra step of each mode runs under
+``torch.cuda.set_sync_debug_mode("warn")``; c10 then issues one warning per
+synchronising CUDA call it knows about (stream/device synchronize,
+device-to-host copies incl. ``.item()``, ``nonzero``, ...), and the
+warnings are counted with ``warnings.catch_warnings(record=True)``. Syncs
+hidden from c10 (raw CUDA calls inside a library) are not counted.
+
+    python3 tools/bench_moe_layer.py --out results/moe            # GPU
+    python3 tools/bench_moe_layer.py --quick --out results/tmp    # smoke
+    python3 tools/bench_moe_layer.py --device cpu --quick --dtype fp32
+
+Writes ``moe_layer_results.json`` and ``moe_layer_results.md`` under
+``--out``; progress goes to stderr and a short table is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parent.parent
+JSON_NAME = "moe_layer_results.json"
+MD_NAME = "moe_layer_results.md"
+IMPLS = ("ours", "stock")
+MODES = ("eager", "compiled")
+PASSES = ("fwd", "fwd_bwd")
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16,
+           "fp32": torch.float32}
+
+# Experts each token is routed to, per model of the suite.
+TOP_K = {
+    "mixtral_8x7b": 2,      # 2 of 8 experts
+    "deepseek_v3_ep8": 8,   # 8 routed experts per token; one EP-8 rank
+                            # holds 32 of 256, here top-8 of those 32
+    "qwen3_30b_a3b": 8,     # 8 of 128 experts
+    "gpt_oss_120b": 4,      # 4 of 128 experts
+}
+DEFAULT_LAYERS = tuple(TOP_K)
+# Rows each expert group is padded to for the stock kernel, as torchtitan
+# does (TOKEN_GROUP_ALIGN_SIZE_M = 8 for bf16: 16-byte aligned groups; the
+# stock 2d x 2d weight-gradient kernel needs it). Ours needs no padding.
+_DEFAULT_ALIGN = {"ours": 1, "stock": 8}
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerShape:
+    """One MoE FFN layer: tokens x dim in, experts of width hidden."""
+
+    name: str
+    tokens: int
+    dim: int
+    hidden: int
+    experts: int
+    top_k: int
+    note: str = ""
+
+    @property
+    def rows(self) -> int:
+        """Rows the grouped GEMMs see (tokens * top_k, before padding)."""
+        return self.tokens * self.top_k
+
+    def flops(self, backward: bool) -> float:
+        """GEMM FLOPs of the experts (router and elementwise ignored)."""
+        fwd = 2.0 * self.rows * self.dim * 3 * self.hidden
+        return fwd * 3 if backward else fwd
+
+
+QUICK_SHAPE = LayerShape("quick", tokens=256, dim=128, hidden=192,
+                         experts=8, top_k=2, note="synthetic smoke test")
+
+
+def load_layer_shapes(path: Path,
+                      names: Optional[Sequence[str]] = None
+                      ) -> list[LayerShape]:
+    """Layers built from the suite's ``<name>_w13`` / ``<name>_w2`` pairs.
+
+    Raises ValueError for an unknown layer or an inconsistent pair.
+    """
+    cases = {c["name"]: c for c in json.loads(Path(path).read_text())["cases"]}
+    shapes = []
+    for name in names or DEFAULT_LAYERS:
+        if name not in TOP_K:
+            raise ValueError(f"unknown layer {name!r}: expected one of "
+                             f"{', '.join(TOP_K)}")
+        w13 = cases.get(f"{name}_w13")
+        if w13 is None:
+            raise ValueError(f"{path}: no case {name}_w13")
+        w2 = cases.get(f"{name}_w2")
+        shapes.append(_layer_from_cases(name, w13, w2, TOP_K[name]))
+    return shapes
+
+
+def _layer_from_cases(name: str, w13: dict, w2: Optional[dict],
+                      top_k: int) -> LayerShape:
+    notes = []
+    if w2 is None:
+        hidden = w13["N"] // 2
+        notes.append("no w2 case: hidden = w13.N / 2")
+    else:
+        hidden = w2["K"]
+        for field, want in (("N", w13["K"]), ("E", w13["E"]),
+                            ("M", w13["M"])):
+            if w2[field] != want:
+                raise ValueError(f"{name}: w2.{field} = {w2[field]} does not "
+                                 f"match the w13 case ({want})")
+    if w13["N"] != 2 * hidden:
+        notes.append(f"w13 case N = {w13['N']} is w1 alone; the layer fuses "
+                     f"w1|w3 (N = {2 * hidden})")
+    if w13["M"] % top_k:
+        raise ValueError(f"{name}: M = {w13['M']} is not a multiple of "
+                         f"top_k = {top_k}")
+    return LayerShape(name, tokens=w13["M"] // top_k, dim=w13["K"],
+                      hidden=hidden, experts=w13["E"], top_k=top_k,
+                      note="; ".join(notes))
+
+
+# --- the layer ---------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Permutation:
+    """Where every (token, choice) slot goes in the expert-sorted buffer.
+
+    rows: R = tokens * top_k (+ experts * (align - 1) with padding).
+    source (R,) int64: token feeding each row; padding rows read token
+        ``tokens``, a zero row appended to the input.
+    row_of_slot (tokens * top_k,) int64: row of each slot (token-major).
+    offs (E,) int32: cumulative end rows of the expert groups.
+    counts (E,) int64: slots per expert (before padding).
+    """
+
+    source: torch.Tensor
+    row_of_slot: torch.Tensor
+    offs: torch.Tensor
+    counts: torch.Tensor
+
+
+def route(x: torch.Tensor, router_weight: torch.Tensor, top_k: int
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-choice top-k: (top_p (T, k) float32, top_e (T, k) int64)."""
+    probs = F.linear(x, router_weight).float().softmax(dim=-1)
+    return probs.topk(top_k, dim=-1)
+
+
+def permute(top_e: torch.Tensor, num_experts: int, align: int = 1
+            ) -> Permutation:
+    """Sorts slots by expert on the device; no host sync.
+
+    top_e: (T, k) int64 expert of each slot. With align > 1 every group is
+    padded to a multiple of align rows (static capacity T*k + E*(align-1)).
+    """
+    tokens, top_k = top_e.shape
+    flat = top_e.reshape(-1)
+    slots = flat.numel()
+    order = flat.argsort(stable=True)  # slots, sorted by expert
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=flat.device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))
+    if align == 1:
+        rows_of_sorted = torch.arange(slots, device=flat.device)
+        padded = counts
+        capacity = slots
+    else:
+        padded = (counts + align - 1) // align * align
+        capacity = slots + num_experts * (align - 1)
+        sorted_e = flat.index_select(0, order)
+        first_row = padded.cumsum(0) - padded
+        first_slot = counts.cumsum(0) - counts
+        rows_of_sorted = (torch.arange(slots, device=flat.device)
+                          + (first_row - first_slot).index_select(0, sorted_e))
+    source = torch.full((capacity,), tokens, dtype=torch.int64,
+                        device=flat.device)
+    source.index_copy_(0, rows_of_sorted, order // top_k)
+    row_of_slot = torch.empty_like(order).index_copy_(0, order, rows_of_sorted)
+    offs = padded.cumsum(0).to(torch.int32)
+    return Permutation(source, row_of_slot, offs, counts)
+
+
+def gather_rows(x: torch.Tensor, perm: Permutation) -> torch.Tensor:
+    """(T, dim) -> (R, dim) in expert order; padding rows are zeros."""
+    if perm.source.numel() > perm.row_of_slot.numel():  # padded groups
+        x = torch.cat([x, x.new_zeros(1, x.shape[1])])
+    return x.index_select(0, perm.source)
+
+
+def combine(y: torch.Tensor, perm: Permutation, top_p: torch.Tensor
+            ) -> torch.Tensor:
+    """(R, dim) expert outputs -> (T, dim): sum over choices weighted by top_p
+    (accumulated in float32)."""
+    tokens, top_k = top_p.shape
+    per_slot = y.index_select(0, perm.row_of_slot).view(tokens, top_k, -1)
+    out = torch.einsum("tkd,tk->td", per_slot.float(), top_p)
+    return out.to(y.dtype)
+
+
+GroupedMM = Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
+                     torch.Tensor]
+
+
+def ours_grouped_mm(a: torch.Tensor, b: torch.Tensor,
+                    offs: torch.Tensor) -> torch.Tensor:
+    """torch.ops.overlap_ops.grouped_mm (imports overlap_ops on first use)."""
+    return torch.ops.overlap_ops.grouped_mm(a, b, offs, None, None)
+
+
+def stock_grouped_mm(a: torch.Tensor, b: torch.Tensor,
+                     offs: torch.Tensor) -> torch.Tensor:
+    """torch._grouped_mm as shipped (the caller keeps routing off)."""
+    return torch._grouped_mm(a, b, offs=offs)
+
+
+class MoELayer(torch.nn.Module):
+    """Router + top-k + grouped SwiGLU experts, torchtitan's layout.
+
+    forward: x (T, dim) -> (T, dim), same dtype.
+    """
+
+    def __init__(self, dim: int, hidden: int, experts: int, top_k: int,
+                 grouped_mm: GroupedMM, align: int = 1,
+                 device: Any = None, dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.experts, self.top_k, self.hidden = experts, top_k, hidden
+        self.grouped_mm, self.align = grouped_mm, align
+        kw = {"device": device, "dtype": dtype}
+        self.router = torch.nn.Parameter(torch.empty(experts, dim, **kw))
+        self.w13 = torch.nn.Parameter(torch.empty(experts, 2 * hidden, dim,
+                                                  **kw))
+        self.w2 = torch.nn.Parameter(torch.empty(experts, dim, hidden, **kw))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Init so every activation stays O(1) (std 1/sqrt(fan_in))."""
+        for w in (self.router, self.w13, self.w2):
+            torch.nn.init.normal_(w, std=w.shape[-1] ** -0.5)
+
+    def experts_forward(self, x_perm: torch.Tensor,
+                        offs: torch.Tensor) -> torch.Tensor:
+        """(R, dim) rows grouped by offs -> (R, dim)."""
+        h = self.grouped_mm(x_perm, self.w13.transpose(-2, -1), offs)
+        h = F.silu(h[:, :self.hidden]) * h[:, self.hidden:]
+        return self.grouped_mm(h, self.w2.transpose(-2, -1), offs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top_p, top_e = route(x, self.router, self.top_k)
+        perm = permute(top_e, self.experts, self.align)
+        y = self.experts_forward(gather_rows(x, perm), perm.offs)
+        return combine(y, perm, top_p)
+
+
+def reference_moe(layer: MoELayer, x: torch.Tensor) -> torch.Tensor:
+    """float64 result of the layer, one token and one choice at a time."""
+    x64 = x.detach().double()
+    w13, w2 = layer.w13.detach().double(), layer.w2.detach().double()
+    # Routing is decided with the layer's own precision so that both pick
+    # the same experts; only the arithmetic afterwards is float64.
+    top_p, top_e = route(x.detach(), layer.router.detach(), layer.top_k)
+    out = torch.zeros_like(x64)
+    hidden = layer.hidden
+    for t in range(x.shape[0]):
+        for j in range(layer.top_k):
+            e = int(top_e[t, j])
+            h = w13[e] @ x64[t]
+            h = F.silu(h[:hidden]) * h[hidden:]
+            out[t] += float(top_p[t, j]) * (w2[e] @ h)
+    return out
+
+
+# --- measuring ---------------------------------------------------------------
+
+
+def count_host_syncs(fn: Callable[[], Any]) -> int:
+    """Synchronising CUDA calls fn makes, as c10's sync debug mode sees them."""
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    torch.cuda.synchronize()
+    return sum("synchronizing" in str(w.message) for w in caught)
+
+
+def time_steps(step: Callable[[int], Any], iters: int, warmup: int,
+               device: torch.device) -> list[float]:
+    """Milliseconds of each of `iters` calls step(i) after `warmup` calls:
+    CUDA events on the GPU, perf_counter on the CPU."""
+    for i in range(warmup):
+        step(i)
+    times = []
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        pairs = []
+        for i in range(iters):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            step(warmup + i)
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) for s, e in pairs]
+    else:
+        for i in range(iters):
+            t0 = time.perf_counter()
+            step(warmup + i)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _first_line(exc: BaseException) -> str:
+    """First line of the error, and of its root cause when it differs
+    (torch.compile wraps the kernel's own message)."""
+    def line(e: BaseException) -> str:
+        text = str(e).strip()
+        return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+    root = exc
+    while (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+    if root is exc:
+        return line(exc)[:300]
+    cause = line(root)
+    if len(cause) > 200:  # the wrapped kernel message sits at the end
+        cause = "..." + cause[-197:]
+    return f"{line(exc)[:100]} <- {cause}"
+
+
+def bench_layer(shape: LayerShape, impl: str, args: argparse.Namespace
+                ) -> dict[str, Any]:
+    """Times every mode x pass of one layer and implementation."""
+    device = torch.device(args.device)
+    dtype = _DTYPES[args.dtype]
+    if impl == "ours":
+        import overlap_ops  # noqa: F401  (registers the op)
+        grouped_mm = ours_grouped_mm
+    else:
+        _routing_off()
+        grouped_mm = stock_grouped_mm
+    align = args.align_ours if impl == "ours" else args.align_stock
+    torch.manual_seed(args.seed)
+    layer = MoELayer(shape.dim, shape.hidden, shape.experts, shape.top_k,
+                     grouped_mm, align=align, device=device, dtype=dtype)
+    inputs = [torch.randn(shape.tokens, shape.dim, device=device, dtype=dtype)
+              for _ in range(args.input_sets)]
+    dout = torch.randn(shape.tokens, shape.dim, device=device, dtype=dtype)
+    result: dict[str, Any] = {"layer": shape.name, "impl": impl,
+                              "align": align, "runs": {}}
+    for mode in args.modes:
+        fn = layer if mode == "eager" else torch.compile(layer, fullgraph=True)
+        for pass_name in PASSES:
+            key = f"{mode}/{pass_name}"
+            _progress(f"{shape.name} {impl} {key}")
+            try:
+                result["runs"][key] = _measure(fn, layer, inputs, dout,
+                                               pass_name, device, args)
+            except Exception as exc:  # reported as n/a, the run goes on
+                result["runs"][key] = {"error": _first_line(exc)}
+                _progress(f"  n/a: {_first_line(exc)}")
+    return result
+
+
+def _measure(fn: Callable, layer: MoELayer, inputs: list[torch.Tensor],
+             dout: torch.Tensor, pass_name: str, device: torch.device,
+             args: argparse.Namespace) -> dict[str, Any]:
+    backward = pass_name == "fwd_bwd"
+
+    def step(i: int) -> None:
+        out = fn(inputs[i % len(inputs)])
+        if backward:
+            out.backward(dout)
+
+    def clean_step(i: int) -> None:
+        layer.zero_grad(set_to_none=True)
+        step(i)
+
+    clean_step(0)  # compiles, if compiled; errors surface here
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    times = time_steps(clean_step, args.iters, args.warmup, device)
+    syncs = (count_host_syncs(lambda: step(1)) if device.type == "cuda"
+             else None)
+    median = statistics.median(times)
+    return {"median_ms": median, "min_ms": min(times), "runs": len(times),
+            "host_syncs": syncs}
+
+
+def _routing_off() -> None:
+    """Stock means stock: make sure torch._grouped_mm is not routed to ours."""
+    try:
+        import overlap_ops
+    except ImportError:
+        return
+    overlap_ops.route_torch_grouped_mm(False)
+
+
+def _progress(msg: str) -> None:
+    print(f"[bench_moe_layer] {msg}", file=sys.stderr, flush=True)
+
+
+# --- running each (layer, impl) in its own process ---------------------------
+
+
+def _child_argv(shape: LayerShape, impl: str,
+                args: argparse.Namespace) -> list[str]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--_child",
+            json.dumps(dataclasses.asdict(shape)), "--_impl", impl,
+            "--device", args.device, "--dtype", args.dtype,
+            "--modes", ",".join(args.modes), "--iters", str(args.iters),
+            "--warmup", str(args.warmup), "--input-sets",
+            str(args.input_sets), "--align-ours", str(args.align_ours),
+            "--align-stock", str(args.align_stock), "--seed", str(args.seed)]
+    return argv
+
+
+def _run_isolated(shape: LayerShape, impl: str,
+                  args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(_child_argv(shape, impl, args),
+                              stdout=subprocess.PIPE, stderr=None, text=True,
+                              timeout=args.child_timeout)
+    except subprocess.TimeoutExpired:
+        why = f"timed out after {args.child_timeout:.0f} s"
+    else:
+        for line in reversed(proc.stdout.splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+        why = f"process exited with {proc.returncode} (see stderr)"
+    return {"layer": shape.name, "impl": impl, "runs": {
+        f"{m}/{p}": {"error": why} for m in args.modes for p in PASSES}}
+
+
+# --- reports -----------------------------------------------------------------
+
+
+def _cell(run: Optional[dict]) -> str:
+    if not run:
+        return "-"
+    if "error" in run:
+        return f"n/a ({run['error']})"
+    syncs = run.get("host_syncs")
+    sync_text = "" if syncs is None else f", {syncs} sync"
+    return f"{run['median_ms']:.3f} ms{sync_text}"
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    """Markdown report: shapes, then one table per pass."""
+    meta = data["meta"]
+    lines = [
+        "# MoE FFN layer: overlap_ops vs stock torch._grouped_mm", "",
+        f"{meta['device_name']}, torch {meta['torch']}, {meta['dtype']}, "
+        f"{meta['date']}. Median step time of {meta['iters']} CUDA-event "
+        "timed steps; host syncs counted in one extra step with "
+        "torch.cuda.set_sync_debug_mode('warn'). Groups padded to "
+        f"{meta['align']['stock']} rows for stock (as torchtitan), "
+        f"{meta['align']['ours']} for ours.", "",
+        "| layer | tokens | dim | hidden | E | top_k | note |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for s in data["shapes"]:
+        lines.append(f"| {s['name']} | {s['tokens']} | {s['dim']} | "
+                     f"{s['hidden']} | {s['experts']} | {s['top_k']} | "
+                     f"{s['note']} |")
+    for pass_name in PASSES:
+        lines += ["", f"## {pass_name}", "",
+                  "| layer | mode | ours | stock | stock / ours |",
+                  "|---|---|---|---|---:|"]
+        for layer, mode, ours, stock in _rows(data, pass_name):
+            lines.append(f"| {layer} | {mode} | {_cell(ours)} | "
+                         f"{_cell(stock)} | {_ratio(ours, stock)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _rows(data: dict[str, Any], pass_name: str):
+    by_key = {(r["layer"], r["impl"]): r for r in data["results"]}
+    for s in data["shapes"]:
+        for mode in data["meta"]["modes"]:
+            key = f"{mode}/{pass_name}"
+            ours = by_key.get((s["name"], "ours"), {}).get("runs", {}).get(key)
+            stock = by_key.get((s["name"], "stock"), {}).get("runs", {}).get(
+                key)
+            yield s["name"], mode, ours, stock
+
+
+def _ratio(ours: Optional[dict], stock: Optional[dict]) -> str:
+    if not ours or not stock or "error" in ours or "error" in stock:
+        return "-"
+    return f"{stock['median_ms'] / ours['median_ms']:.2f}"
+
+
+def summary_table(data: dict[str, Any]) -> str:
+    """The short table printed last: ms (host syncs) per layer and mode."""
+    head = f"{'layer':<18} {'mode':<9} {'pass':<8} {'ours':>18} {'stock':>18}"
+    lines = [head, "-" * len(head)]
+
+    def short(run: Optional[dict]) -> str:
+        if not run:
+            return "-"
+        if "error" in run:
+            return "n/a"
+        syncs = run.get("host_syncs")
+        return f"{run['median_ms']:.3f} ({'-' if syncs is None else syncs})"
+
+    for pass_name in PASSES:
+        for layer, mode, ours, stock in _rows(data, pass_name):
+            lines.append(f"{layer:<18} {mode:<9} {pass_name:<8} "
+                         f"{short(ours):>18} {short(stock):>18}")
+    lines.append("ms per step, median (host syncs per step); n/a: see "
+                 f"{MD_NAME}")
+    return "\n".join(lines)
+
+
+def write_reports(data: dict[str, Any], out: Path) -> None:
+    """JSON (full data) and markdown under out."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / JSON_NAME).write_text(json.dumps(data, indent=1) + "\n")
+    (out / MD_NAME).write_text(render_markdown(data))
+
+
+# --- command line ------------------------------------------------------------
+
+
+def _csv(choices: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        items = [t for t in text.split(",") if t]
+        bad = [t for t in items if t not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated subset of {', '.join(choices)}")
+        return items
+    return parse
+
+
+def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        description="MoE FFN layer: overlap_ops vs torch._grouped_mm")
+    parser.add_argument("--shapes", default=str(REPO / "bench" /
+                                                "moe_shapes.json"))
+    parser.add_argument("--layers", type=_csv(tuple(TOP_K)),
+                        default=list(DEFAULT_LAYERS))
+    parser.add_argument("--impls", type=_csv(IMPLS), default=list(IMPLS))
+    parser.add_argument("--modes", type=_csv(MODES), default=list(MODES))
+    parser.add_argument("--dtype", choices=tuple(_DTYPES), default="bf16")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--input-sets", type=int, default=4,
+                        help="token batches rotated through (new routing "
+                        "every step)")
+    parser.add_argument("--align-ours", type=int, default=_DEFAULT_ALIGN["ours"])
+    parser.add_argument("--align-stock", type=int,
+                        default=_DEFAULT_ALIGN["stock"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: one small synthetic layer, few steps")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="run every layer in this process")
+    parser.add_argument("--child-timeout", type=float, default=300.0)
+    parser.add_argument("--out", default=str(REPO / "results" / "tmp"))
+    parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--_impl", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.iters, args.warmup, args.input_sets = 3, 1, 2
+    return args
+
+
+def _shapes(args: argparse.Namespace) -> list[LayerShape]:
+    if args.quick:
+        return [QUICK_SHAPE]
+    return load_layer_shapes(Path(args.shapes), args.layers)
+
+
+def _meta(args: argparse.Namespace) -> dict[str, Any]:
+    device = torch.device(args.device)
+    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
+            else "cpu")
+    return {"device_name": name, "torch": torch.__version__,
+            "dtype": args.dtype, "modes": args.modes, "iters": args.iters,
+            "warmup": args.warmup, "input_sets": args.input_sets,
+            "align": {"ours": args.align_ours, "stock": args.align_stock},
+            "top_k": TOP_K, "quick": args.quick,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "sync_count_method": "set_sync_debug_mode('warn') + "
+            "warnings.catch_warnings, one step per mode"}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parse_args(argv)
+    if args._child:
+        shape = LayerShape(**json.loads(args._child))
+        print(json.dumps(bench_layer(shape, args._impl, args)), flush=True)
+        return 0
+    shapes = _shapes(args)
+    data = {"meta": _meta(args), "shapes": [dataclasses.asdict(s)
+                                            for s in shapes], "results": []}
+    out = Path(args.out)
+    isolate = not args.no_isolate and torch.device(args.device).type == "cuda"
+    for shape in shapes:
+        for impl in args.impls:
+            run = (_run_isolated(shape, impl, args) if isolate
+                   else bench_layer(shape, impl, args))
+            data["results"].append(run)
+            write_reports(data, out)  # a run cut short keeps what it measured
+    write_reports(data, out)
+    print(summary_table(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
