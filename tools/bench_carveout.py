@@ -36,6 +36,8 @@ from typing import Callable, Optional
 
 import torch
 
+from grouped_mm_cases import DEFAULT_SUITE
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CARVEOUTS = (0, 8, 16, 24, 32, 48, 66)
 DENSE_GEMMS = ("fwd", "dgrad", "wgrad")
@@ -58,17 +60,9 @@ class Row:
     note: str = ""
 
 
-def _default_shapes() -> Path:
-    for candidate in (REPO / "bench" / "moe_shapes.json",
-                      REPO.parent / "shared" / "bench" / "moe_shapes.json"):
-        if candidate.exists():
-            return candidate
-    return REPO / "bench" / "moe_shapes.json"
-
-
 def _parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", type=Path, default=_default_shapes(),
+    p.add_argument("--shapes", type=Path, default=DEFAULT_SUITE,
                    help="suite file (default: bench/moe_shapes.json)")
     p.add_argument("--out", type=Path, default=REPO / "results" / "carveout",
                    help="output folder for JSON, markdown and PNG")

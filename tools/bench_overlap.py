@@ -39,6 +39,8 @@ from typing import Callable, Optional
 
 import torch
 
+from grouped_mm_cases import DEFAULT_SUITE
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CASES = "mixtral_8x7b_w13,deepseek_v3_ep8_w2,qwen3_30b_a3b_w13"
 DEFAULT_CARVEOUTS = "0,8,16,24,32,48,66"
@@ -61,17 +63,9 @@ class Result:
     step_ms: float
 
 
-def _default_shapes() -> Path:
-    for candidate in (REPO / "bench" / "moe_shapes.json",
-                      REPO.parent / "shared" / "bench" / "moe_shapes.json"):
-        if candidate.exists():
-            return candidate
-    return REPO / "bench" / "moe_shapes.json"
-
-
 def _parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", type=Path, default=_default_shapes())
+    p.add_argument("--shapes", type=Path, default=DEFAULT_SUITE)
     p.add_argument("--cases", default=DEFAULT_CASES,
                    help="comma-separated case names of the shapes file")
     p.add_argument("--collectives", default="all_gather,reduce_scatter")

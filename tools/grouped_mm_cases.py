@@ -27,6 +27,9 @@ from typing import Any
 
 import torch
 
+# The shared suite, as copied into this repository.
+DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "bench" / "moe_shapes.json"
+
 PASSES = ("fwd", "dgrad", "wgrad")
 DISTS = ("balanced", "skewed", "sparse")
 # Command-line dtype name -> (label in results, element size in bytes).
