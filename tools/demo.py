@@ -18,7 +18,10 @@ def main() -> None:
     # Router output: expert of each token, computed on the device.
     expert = torch.randint(0, experts, (tokens,), device=device)
     order = expert.argsort()
-    counts = torch.bincount(expert, minlength=experts)
+    # scatter_add_ rather than bincount: bincount on CUDA syncs to size its
+    # output.
+    counts = torch.zeros(experts, dtype=torch.int64, device=device)
+    counts.scatter_add_(0, expert, torch.ones_like(expert))
     offs = counts.cumsum(0).to(torch.int32)  # stays on `device`
 
     out = overlap_ops.grouped_mm(x[order], w, offs)
