@@ -8,6 +8,10 @@
 // own transpose in column-major order, so row-major operands go in with
 // CUBLAS_OP_N and column-major ones (transposed views) with CUBLAS_OP_T.
 
+// cuBLAS only. Upstream hipifies ATen/cuda/*.cpp for ROCm builds; the ROCm
+// side of the carveout lives in ATen/hip/ (CU-masked streams).
+#if !defined(USE_ROCM)
+
 #include <ATen/cuda/CarveoutBlasCUDA.h>
 
 #include <ATen/Context.h>
@@ -680,3 +684,5 @@ Tensor& carveout_baddbmm_(
 }
 
 }  // namespace at::cuda
+
+#endif  // !defined(USE_ROCM)

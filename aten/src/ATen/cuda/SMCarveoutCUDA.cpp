@@ -1,6 +1,10 @@
 // CUDA part of the SM-carveout policy; see SMCarveoutCUDA.h. Host code only,
 // compiled by the C++ compiler, so its errors unwind through ordinary frames.
 
+// cuBLAS only. Upstream hipifies ATen/cuda/*.cpp for ROCm builds; the ROCm
+// side of the carveout lives in ATen/hip/ (CU-masked streams).
+#if !defined(USE_ROCM)
+
 #include <ATen/cuda/SMCarveoutCUDA.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -68,3 +72,5 @@ void set_cublaslt_sm_count_target(
 }
 
 }  // namespace at::cuda
+
+#endif  // !defined(USE_ROCM)
