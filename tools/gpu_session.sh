@@ -67,6 +67,15 @@ for stage in "$@"; do
         ${MOE_ARGS:-} 2>"$OUT/moe/moe_bench.log" | tail -40
       tail -5 "$OUT/moe/moe_bench.log"
       ;;
+    benchtiles)
+      # A/B of the two SM90 tile configs on the rows where we trail stock.
+      for tile in small large; do
+        python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
+          --backend-env OVERLAP_OPS_SM90_TILE=$tile \
+          --cases grin_moe,deepseek_v3_decode,qwen3_decode \
+          --passes fwd,wgrad --dtypes bf16 2>&1 | tail -12
+      done
+      ;;
     bench)
       python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 namespace at::native::grouped_mm {
 namespace {
@@ -91,7 +92,27 @@ bool fits_int32(const Geometry& geo) {
       geo.extent <= kMax && geo.num_groups <= kMax;
 }
 
+// OVERLAP_OPS_SM90_TILE=large|small pins the tile config for tuning runs
+// (tools/gpu_session.sh benchtiles); unset or auto uses the heuristic.
+std::optional<sm90::TileConfig> forced_tile_config() {
+  const char* env = std::getenv("OVERLAP_OPS_SM90_TILE");
+  if (env == nullptr || std::strcmp(env, "") == 0 ||
+      std::strcmp(env, "auto") == 0) {
+    return std::nullopt;
+  }
+  if (std::strcmp(env, "small") == 0) {
+    return sm90::TileConfig::kSmall;
+  }
+  TORCH_CHECK(
+      std::strcmp(env, "large") == 0,
+      "OVERLAP_OPS_SM90_TILE must be auto, small or large, got '", env, "'");
+  return sm90::TileConfig::kLarge;
+}
+
 sm90::TileConfig pick_tile_config(const Geometry& geo) {
+  if (const auto forced = forced_tile_config()) {
+    return *forced;
+  }
   const int64_t rows_per_group = geo.grouped == GroupedDim::kRows
       ? geo.extent / std::max<int64_t>(1, geo.num_groups)
       : geo.m;
