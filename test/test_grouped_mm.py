@@ -34,6 +34,7 @@ from grouped_mm_reference import (  # noqa: E402
     reference_grouped_mm,
     tolerance,
 )
+from launched_kernels import launched_kernels  # noqa: E402
 
 try:
     import overlap_ops  # noqa: E402
@@ -706,30 +707,12 @@ class _MoEStepInputs:
 
 
 def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
-    """(kernel name, blocks launched) for every CUDA kernel fn runs, read from
-    the profiler's trace (args.grid), with the SM carveout set to carveout."""
-    import json
-    import tempfile
-
-    from torch.profiler import profile, ProfilerActivity
-
-    fn()  # warm-up: keep one-time setup kernels out of the trace
+    """launched_kernels(fn) with the SM carveout set to carveout."""
     torch._C._set_sm_carveout_experimental(carveout or None)
     try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
+        return launched_kernels(fn)
     finally:
         torch._C._set_sm_carveout_experimental(None)
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))
-    grids = []
-    for event in trace["traceEvents"]:
-        if event.get("cat") == "kernel" and "grid" in event.get("args", {}):
-            x, y, z = event["args"]["grid"]
-            grids.append((event["name"], x * y * z))
-    return grids
 
 
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cpu", "cuda"))

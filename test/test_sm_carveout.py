@@ -28,9 +28,9 @@ and are left out of the check.
 
 from __future__ import annotations
 
-import json
 import math
-import tempfile
+import os
+import sys
 import unittest
 from typing import Callable, Optional
 
@@ -47,6 +47,9 @@ from torch.testing._internal.common_utils import parametrize, run_tests, TestCas
 
 import overlap_ops
 from overlap_ops import carveout as carveout_mod
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from launched_kernels import launched_kernels  # noqa: E402
 
 HAS_CUDA_KERNELS = overlap_ops.has_cuda_kernels()
 CARVEOUTS = (8, 16, 32, 66)
@@ -71,29 +74,6 @@ def _grouped_routed() -> bool:
     previous = overlap_ops.route_torch_grouped_mm(False)
     overlap_ops.route_torch_grouped_mm(previous)
     return previous
-
-
-def _launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
-    """(name, CTAs launched) for every CUDA kernel of one call of fn, read
-    from the profiler's chrome trace (args.grid). fn runs once before, so
-    one-time setup stays out of the trace."""
-    from torch.profiler import profile, ProfilerActivity
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        with open(f.name) as trace_file:
-            trace = json.load(trace_file)
-    kernels = []
-    for event in trace["traceEvents"]:
-        if event.get("cat") == "kernel" and "grid" in event.get("args", {}):
-            x, y, z = event["args"]["grid"]
-            kernels.append((event["name"], x * y * z))
-    return kernels
 
 
 def _gemm_kernels(kernels: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -321,12 +301,12 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         gemms_were_routed = carveout_mod.route_carveout_gemms(True)
         grouped_was_routed = overlap_ops.route_torch_grouped_mm(True)
         try:
-            baseline = select(_launched_kernels(fn))
+            baseline = select(launched_kernels(fn))
         finally:
             overlap_ops.route_torch_grouped_mm(grouped_was_routed)
             carveout_mod.route_carveout_gemms(gemms_were_routed)
         with overlap_ops.sm_carveout(k):
-            launched = select(_launched_kernels(fn))
+            launched = select(launched_kernels(fn))
         self.assertTrue(launched, "no GEMM kernel was traced")
         over = [(name, ctas) for name, ctas in launched if ctas > sms - k]
         if not over:
@@ -404,7 +384,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
 
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         with overlap_ops.sm_carveout(carveout):
-            launched = _launched_kernels(fn)
+            launched = launched_kernels(fn)
             out = fn()
         self.assertTrue(launched, "no kernel was traced")
         for name, ctas in launched:

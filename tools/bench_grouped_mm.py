@@ -516,6 +516,14 @@ def _machine(dtypes: list[str], timer: Timer) -> dict[str, Any]:
     }
 
 
+def _portable_command(argv: list[str], out: str | Path) -> str:
+    """The command line as a reader can rerun it: `python3`, the script
+    relative to the repository, and the output folder as `$OUT`."""
+    script = os.path.relpath(os.path.abspath(argv[0]), REPO)
+    rest = ["$OUT" if arg == str(out) else arg for arg in argv[1:]]
+    return shlex.join(["python3", script] + rest).replace("'$OUT'", "$OUT")
+
+
 def _import_ours(env: Sequence[tuple[str, str]]) -> str:
     """Sets the backend environment, then loads overlap_ops with routing
     of torch._grouped_mm off (so the stock column is stock); returns the
@@ -545,7 +553,7 @@ def _bench(args: argparse.Namespace) -> int:
         "complete": False,
         "timestamp": datetime.datetime.now(datetime.timezone.utc)
         .isoformat(timespec="seconds"),
-        "command": shlex.join([sys.executable] + sys.argv),
+        "command": _portable_command(sys.argv, args.out),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "overlap_ops": ours_version,

@@ -7,10 +7,9 @@
 #include <ATen/native/cuda/GroupedMMCUDA.h>
 #endif
 
-#include <torch/library.h>
+#include "AtenOverride.h"
 
-#include <memory>
-#include <mutex>
+#include <torch/library.h>
 
 namespace overlap_ops {
 namespace {
@@ -19,44 +18,22 @@ constexpr const char* kGroupedMMSchema =
     "grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, "
     "Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor";
 
-// Registrations that override aten::_grouped_mm's backend kernels. They are
-// created by route_aten_grouped_mm(true) and removed (by destroying the
-// Library objects) on route_aten_grouped_mm(false).
-struct AtenRoute {
-  std::mutex mutex;
-  std::unique_ptr<torch::Library> cpu;
-  std::unique_ptr<torch::Library> cuda;
-};
-
-AtenRoute& aten_route() {
-  static AtenRoute route;
-  return route;
-}
-
-std::unique_ptr<torch::Library> make_aten_impl(c10::DispatchKey key) {
-  return std::make_unique<torch::Library>(
-      torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+// aten::_grouped_mm's CPU (and CUDA) kernels replaced by ours while
+// routing is on.
+AtenOverride::Libraries make_grouped_mm_overrides() {
+  AtenOverride::Libraries libs;
+  libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CPU));
+  libs.back()->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cpu));
+#ifdef OVERLAP_OPS_WITH_CUDA
+  libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CUDA));
+  libs.back()->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cuda));
+#endif
+  return libs;
 }
 
 bool route_aten_grouped_mm(bool enabled) {
-  AtenRoute& route = aten_route();
-  std::lock_guard<std::mutex> lock(route.mutex);
-  const bool was_enabled = route.cpu != nullptr;
-  if (enabled == was_enabled) {
-    return was_enabled;
-  }
-  if (!enabled) {
-    route.cpu.reset();
-    route.cuda.reset();
-    return was_enabled;
-  }
-  route.cpu = make_aten_impl(c10::DispatchKey::CPU);
-  route.cpu->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cpu));
-#ifdef OVERLAP_OPS_WITH_CUDA
-  route.cuda = make_aten_impl(c10::DispatchKey::CUDA);
-  route.cuda->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cuda));
-#endif
-  return was_enabled;
+  static AtenOverride route(make_grouped_mm_overrides);
+  return route.set(enabled);
 }
 
 void set_checked_offsets(bool enabled) {

@@ -9,10 +9,9 @@
 #include <ATen/cuda/CarveoutBlasCUDA.h>
 #endif
 
-#include <torch/library.h>
+#include "AtenOverride.h"
 
-#include <memory>
-#include <mutex>
+#include <torch/library.h>
 
 namespace overlap_ops {
 namespace {
@@ -29,61 +28,39 @@ int64_t blas_sm_count_target(int64_t total_sms) {
   return at::cuda::blas_sm_count_target(total_sms);
 }
 
-// The aten::{mm,addmm,bmm,baddbmm} CUDA overrides. They exist while `cuda`
-// does: destroying the Library object removes them and brings PyTorch's own
-// kernels back. A CPU-only build keeps only the flag, so the bookkeeping is
-// the same everywhere.
-struct GemmRoute {
-  std::mutex mutex;
-  bool enabled = false;
-  std::unique_ptr<torch::Library> cuda;
-};
+// The aten::{mm,addmm,bmm,baddbmm} CUDA overrides. A CPU-only build keeps
+// only the on/off state, so the bookkeeping is the same everywhere.
+AtenOverride::Libraries make_carveout_gemm_overrides() {
+  AtenOverride::Libraries libs;
+#ifdef OVERLAP_OPS_WITH_CUDA
+  libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CUDA));
+  torch::Library& lib = *libs.back();
+  lib.impl("mm", TORCH_FN(at::cuda::carveout_mm));
+  lib.impl("mm.out", TORCH_FN(at::cuda::carveout_mm_out));
+  lib.impl("bmm", TORCH_FN(at::cuda::carveout_bmm));
+  lib.impl("bmm.out", TORCH_FN(at::cuda::carveout_bmm_out));
+  lib.impl("addmm", TORCH_FN(at::cuda::carveout_addmm));
+  lib.impl("addmm.out", TORCH_FN(at::cuda::carveout_addmm_out));
+  lib.impl("addmm_", TORCH_FN(at::cuda::carveout_addmm_));
+  lib.impl("baddbmm", TORCH_FN(at::cuda::carveout_baddbmm));
+  lib.impl("baddbmm.out", TORCH_FN(at::cuda::carveout_baddbmm_out));
+  lib.impl("baddbmm_", TORCH_FN(at::cuda::carveout_baddbmm_));
+#endif
+  return libs;
+}
 
-GemmRoute& gemm_route() {
-  static GemmRoute route;
+AtenOverride& carveout_gemm_override() {
+  static AtenOverride route(make_carveout_gemm_overrides);
   return route;
 }
 
-#ifdef OVERLAP_OPS_WITH_CUDA
-std::unique_ptr<torch::Library> make_carveout_gemm_impls() {
-  auto lib = std::make_unique<torch::Library>(
-      torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__,
-      __LINE__);
-  lib->impl("mm", TORCH_FN(at::cuda::carveout_mm));
-  lib->impl("mm.out", TORCH_FN(at::cuda::carveout_mm_out));
-  lib->impl("bmm", TORCH_FN(at::cuda::carveout_bmm));
-  lib->impl("bmm.out", TORCH_FN(at::cuda::carveout_bmm_out));
-  lib->impl("addmm", TORCH_FN(at::cuda::carveout_addmm));
-  lib->impl("addmm.out", TORCH_FN(at::cuda::carveout_addmm_out));
-  lib->impl("addmm_", TORCH_FN(at::cuda::carveout_addmm_));
-  lib->impl("baddbmm", TORCH_FN(at::cuda::carveout_baddbmm));
-  lib->impl("baddbmm.out", TORCH_FN(at::cuda::carveout_baddbmm_out));
-  lib->impl("baddbmm_", TORCH_FN(at::cuda::carveout_baddbmm_));
-  return lib;
-}
-#endif
-
 // Turns the routing on or off; returns whether it was on before.
 bool route_aten_carveout_gemms(bool enabled) {
-  GemmRoute& route = gemm_route();
-  std::lock_guard<std::mutex> lock(route.mutex);
-  const bool was_enabled = route.enabled;
-  if (enabled == was_enabled) {
-    return was_enabled;
-  }
-#ifdef OVERLAP_OPS_WITH_CUDA
-  // Built before it is stored: a registration that throws leaves no half
-  // set of overrides behind.
-  route.cuda = enabled ? make_carveout_gemm_impls() : nullptr;
-#endif
-  route.enabled = enabled;
-  return was_enabled;
+  return carveout_gemm_override().set(enabled);
 }
 
 bool carveout_gemms_routed() {
-  GemmRoute& route = gemm_route();
-  std::lock_guard<std::mutex> lock(route.mutex);
-  return route.enabled;
+  return carveout_gemm_override().enabled();
 }
 
 }  // namespace

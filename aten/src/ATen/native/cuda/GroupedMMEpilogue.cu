@@ -82,14 +82,6 @@ __global__ void finish_groups_kernel(
   }
 }
 
-template <typename Fn>
-void dispatch_offs(const Tensor& offs, Fn&& fn) {
-  if (offs.defined() && offs.scalar_type() == kLong) {
-    fn(offs.const_data_ptr<int64_t>());
-  } else {
-    fn(offs.defined() ? offs.const_data_ptr<int32_t>() : nullptr);
-  }
-}
 
 }  // namespace
 
@@ -136,13 +128,13 @@ void launch_finish_groups(const LaunchArgs& args) {
             args.geo.d.group % vec == 0 &&
             reinterpret_cast<uintptr_t>(d) % 16 == 0;
         dispatch_offs(args.offs, [&](auto offs) {
+          using OffsT =
+              std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
           if (vectorized) {
-            finish_groups_kernel<scalar_t, std::remove_const_t<
-                std::remove_pointer_t<decltype(offs)>>, true>
+            finish_groups_kernel<scalar_t, OffsT, true>
                 <<<grid, kFinishThreads, 0, stream>>>(args.geo, d, offs, bias);
           } else {
-            finish_groups_kernel<scalar_t, std::remove_const_t<
-                std::remove_pointer_t<decltype(offs)>>, false>
+            finish_groups_kernel<scalar_t, OffsT, false>
                 <<<grid, kFinishThreads, 0, stream>>>(args.geo, d, offs, bias);
           }
         });

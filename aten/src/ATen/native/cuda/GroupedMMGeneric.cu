@@ -119,28 +119,18 @@ __global__ void __launch_bounds__(kThreads) generic_grouped_mm_kernel(
   }
 }
 
-template <typename OffsT>
-const OffsT* offs_ptr(const Tensor& offs) {
-  return offs.defined() ? offs.const_data_ptr<OffsT>() : nullptr;
-}
-
 template <typename In, typename Out>
 void launch_generic_typed(const LaunchArgs& args) {
   const float* bias =
       args.bias.defined() ? args.bias.const_data_ptr<float>() : nullptr;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const dim3 grid(static_cast<unsigned>(args.sm_limit));
-  auto launch = [&](auto offs_tag) {
-    using OffsT = decltype(offs_tag);
+  dispatch_offs(args.offs, [&](auto offs) {
+    using OffsT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
     generic_grouped_mm_kernel<In, Out, OffsT><<<grid, kThreads, 0, stream>>>(
         args.geo, args.a.const_data_ptr<In>(), args.b.const_data_ptr<In>(),
-        args.out.mutable_data_ptr<Out>(), offs_ptr<OffsT>(args.offs), bias);
-  };
-  if (args.offs.defined() && args.offs.scalar_type() == kLong) {
-    launch(int64_t{});
-  } else {
-    launch(int32_t{});
-  }
+        args.out.mutable_data_ptr<Out>(), offs, bias);
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

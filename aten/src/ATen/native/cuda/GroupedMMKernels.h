@@ -31,6 +31,18 @@ inline OperandStrides operand_strides(const Tensor& t) {
   return {0, t.stride(0), t.stride(1)};
 }
 
+// Calls fn with offs' data as `const int32_t*` or `const int64_t*` (a null
+// int32 pointer when offs is undefined: the 3d x 3d layout has none), so
+// every launcher instantiates its kernel once per offsets dtype.
+template <typename Fn>
+void dispatch_offs(const Tensor& offs, Fn&& fn) {
+  if (offs.defined() && offs.scalar_type() == kLong) {
+    fn(offs.const_data_ptr<int64_t>());
+  } else {
+    fn(offs.defined() ? offs.const_data_ptr<int32_t>() : nullptr);
+  }
+}
+
 // Which grouped-mm kernel family to use. OVERLAP_OPS_GROUPED_MM_BACKEND
 // = auto (default) | sm90 | generic forces one for testing and benchmarks.
 enum class Backend { kAuto, kSm90, kGeneric };

@@ -207,15 +207,11 @@ const char* run_grouped_gemm(const LaunchArgs& args, const LeadingDims& ld) {
   constexpr int kFillThreads = 256;
   const int fill_blocks =
       static_cast<int>(std::min<int64_t>((groups + 255) / 256, 1024));
-  if (args.offs.defined() && args.offs.scalar_type() == kLong) {
-    fill_sm90_arguments<G, int64_t><<<fill_blocks, kFillThreads, 0, stream>>>(
-        args.geo, a, b, d, args.offs.const_data_ptr<int64_t>(), ld, dev);
-  } else {
-    const int32_t* offs =
-        args.offs.defined() ? args.offs.const_data_ptr<int32_t>() : nullptr;
-    fill_sm90_arguments<G, int32_t><<<fill_blocks, kFillThreads, 0, stream>>>(
+  dispatch_offs(args.offs, [&](auto offs) {
+    using OffsT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
+    fill_sm90_arguments<G, OffsT><<<fill_blocks, kFillThreads, 0, stream>>>(
         args.geo, a, b, d, offs, ld, dev);
-  }
+  });
   if (cudaGetLastError() != cudaSuccess) {
     return "launching the argument-filling kernel failed";
   }

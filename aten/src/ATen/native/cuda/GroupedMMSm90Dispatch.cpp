@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
 
 namespace at::native::grouped_mm {
 namespace {
@@ -92,21 +94,40 @@ bool fits_int32(const Geometry& geo) {
       geo.extent <= kMax && geo.num_groups <= kMax;
 }
 
+// Reads a tuning/testing switch: 0 when `name` is unset, empty or "auto",
+// else 1 + the index of its value in `choices`. Any other value raises an
+// error that lists the accepted ones.
+size_t env_choice(const char* name,
+                  std::initializer_list<std::string_view> choices) {
+  const char* env = std::getenv(name);
+  const std::string_view value = env == nullptr ? "" : env;
+  if (value.empty() || value == "auto") {
+    return 0;
+  }
+  size_t index = 1;
+  std::string accepted = "auto";
+  for (std::string_view choice : choices) {
+    if (value == choice) {
+      return index;
+    }
+    ++index;
+    accepted.append(", ").append(choice);
+  }
+  TORCH_CHECK(false, name, " must be one of ", accepted, "; got '", value,
+              "'");
+}
+
 // OVERLAP_OPS_SM90_TILE=large|small pins the tile config for tuning runs
 // (tools/gpu_session.sh benchtiles); unset or auto uses the heuristic.
 std::optional<sm90::TileConfig> forced_tile_config() {
-  const char* env = std::getenv("OVERLAP_OPS_SM90_TILE");
-  if (env == nullptr || std::strcmp(env, "") == 0 ||
-      std::strcmp(env, "auto") == 0) {
-    return std::nullopt;
+  switch (env_choice("OVERLAP_OPS_SM90_TILE", {"small", "large"})) {
+    case 1:
+      return sm90::TileConfig::kSmall;
+    case 2:
+      return sm90::TileConfig::kLarge;
+    default:
+      return std::nullopt;
   }
-  if (std::strcmp(env, "small") == 0) {
-    return sm90::TileConfig::kSmall;
-  }
-  TORCH_CHECK(
-      std::strcmp(env, "large") == 0,
-      "OVERLAP_OPS_SM90_TILE must be auto, small or large, got '", env, "'");
-  return sm90::TileConfig::kLarge;
 }
 
 sm90::TileConfig pick_tile_config(const Geometry& geo) {
@@ -157,19 +178,14 @@ const char* run_for_dtypes(const LaunchArgs& args, const sm90::LeadingDims& ld,
 }  // namespace
 
 Backend requested_backend() {
-  const char* env = std::getenv("OVERLAP_OPS_GROUPED_MM_BACKEND");
-  if (env == nullptr || std::strcmp(env, "") == 0 ||
-      std::strcmp(env, "auto") == 0) {
-    return Backend::kAuto;
+  switch (env_choice("OVERLAP_OPS_GROUPED_MM_BACKEND", {"sm90", "generic"})) {
+    case 1:
+      return Backend::kSm90;
+    case 2:
+      return Backend::kGeneric;
+    default:
+      return Backend::kAuto;
   }
-  if (std::strcmp(env, "sm90") == 0) {
-    return Backend::kSm90;
-  }
-  TORCH_CHECK(
-      std::strcmp(env, "generic") == 0,
-      "OVERLAP_OPS_GROUPED_MM_BACKEND must be auto, sm90 or generic, got '",
-      env, "'");
-  return Backend::kGeneric;
 }
 
 bool sm90_available_for(ScalarType input_dtype) {

@@ -1,0 +1,32 @@
+"""The CUDA kernels one call launches, with their grid sizes, read from the
+profiler's chrome trace (``args.grid``). Shared by the carveout tests."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from typing import Callable
+
+import torch
+
+
+def launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
+    """(name, CTAs launched) for every CUDA kernel of one call of fn. fn runs
+    once before, so one-time setup kernels stay out of the trace."""
+    from torch.profiler import profile, ProfilerActivity
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as trace_file:
+            trace = json.load(trace_file)
+    kernels = []
+    for event in trace["traceEvents"]:
+        if event.get("cat") == "kernel" and "grid" in event.get("args", {}):
+            x, y, z = event["args"]["grid"]
+            kernels.append((event["name"], x * y * z))
+    return kernels
