@@ -77,7 +77,10 @@ for stage in "$@"; do
       done
       ;;
     bench)
-      python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
+      # Stop in time for the tarball (the JSON is written after every row).
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "bench: $left s left"
+      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
