@@ -68,12 +68,31 @@ for stage in "$@"; do
       tail -5 "$OUT/moe/moe_bench.log"
       ;;
     benchtiles)
-      # A/B of the two SM90 tile configs on the rows where we trail stock.
-      for tile in small large; do
+      # A/B of the SM90 tile configs (TILES) on the rows where we trail stock.
+      for tile in ${TILES:-small medium medium_pingpong large}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
-          --cases grin_moe,deepseek_v3_decode,qwen3_decode \
-          --passes fwd,wgrad --dtypes bf16 2>&1 | tail -12
+          --cases ${TILE_CASES:-grin_moe,deepseek_v3_decode,qwen3_decode} \
+          --passes ${TILE_PASSES:-fwd,wgrad} --dtypes bf16 2>&1 | tail -12
+      done
+      ;;
+    profile)
+      # ncu on one row (PROFILE_ROW: case dist pass), ours per tile config
+      # and stock: one GEMM launch each, after warm-up calls.
+      read -r pcase pdist ppass <<< "${PROFILE_ROW:-deepseek_v3_decode sparse fwd}"
+      mkdir -p "$OUT/ncu"
+      for impl in ${PROFILE_IMPLS:-ours:small ours:medium ours:medium_pingpong stock}; do
+        tile=${impl#*:}; impl=${impl%%:*}
+        [[ $tile == "$impl" ]] && tile=auto
+        OVERLAP_OPS_SM90_TILE=$tile timeout 120 ncu --launch-skip 4 \
+          --launch-count 1 -k "regex:device_kernel|Gemm|gemm|cutlass" \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis \
+          --section LaunchStats --section Occupancy --section SchedulerStats \
+          python3 tools/profile_grouped_mm.py --case "$pcase" --dist "$pdist" \
+          --pass "$ppass" --impl "$impl" > "$OUT/ncu/${impl}_${tile}.txt" 2>&1
+        echo "ncu $impl tile=$tile rc=$?"
+        grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Grid Size|Block Size|Registers|Achieved Occupancy|Waves" \
+          "$OUT/ncu/${impl}_${tile}.txt" | head -24
       done
       ;;
     bench)

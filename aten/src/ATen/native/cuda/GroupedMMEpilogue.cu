@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kFinishThreads = 512;
+constexpr int kFinishBlocksPerSm = 4;
 
 template <typename Out, typename OffsT>
 __global__ void zero_tail_kernel(Geometry geo, Out* d, const OffsT* offs) {
@@ -37,46 +38,52 @@ struct alignas(16) OutVector {
   Out v[kSize];
 };
 
-// Groups along y, rows along x, columns across the threads. k = 0 groups
-// get exact zeros (plus bias); other groups get the bias added to what the
-// GEMM wrote. Contiguous rows are written 16 bytes at a time: zeroing the
-// empty groups of a wgrad writes gigabytes, so this runs at copy bandwidth.
+// Every block takes a share of every group that needs work (a k = 0 group,
+// or any group when there is a bias), so the few empty groups of a wgrad are
+// zeroed by the whole grid at copy bandwidth. Groups that need nothing cost
+// one offsets read per block. k = 0 groups get exact zeros (plus bias);
+// other groups get the bias added to what the GEMM wrote. With kVectorized,
+// a thread owns 16 contiguous bytes of a row.
 template <typename Out, typename OffsT, bool kVectorized>
 __global__ void finish_groups_kernel(
     Geometry geo, Out* d, const OffsT* offs, const float* bias) {
   using Vec = OutVector<Out>;
   constexpr int kStep = kVectorized ? Vec::kSize : 1;
-  for (int64_t g = blockIdx.y; g < geo.num_groups; g += gridDim.y) {
+  const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t threads = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t g = 0; g < geo.num_groups; ++g) {
     const Group p = group_problem(geo, offs, g);
     const bool zero = p.k == 0;
     if (!zero && bias == nullptr) {
       continue;
     }
     const float* bias_row = bias == nullptr ? nullptr : bias + g * geo.n;
-    for (int64_t r = blockIdx.x; r < p.m; r += gridDim.x) {
+    // Chunks per row fit in 32 bits (n < 2^31); the flat index may not.
+    const uint32_t row_chunks = static_cast<uint32_t>(p.n / kStep);
+    const int64_t chunks = p.m * row_chunks;
+    for (int64_t i = thread; i < chunks; i += threads) {
+      const int64_t r = i / row_chunks;
+      const int64_t c = int64_t(i - r * row_chunks) * kStep;
       Out* row = d + p.d_offset + r * geo.d.row;
-      for (int64_t c = int64_t(threadIdx.x) * kStep; c < p.n;
-           c += int64_t(blockDim.x) * kStep) {
-        if constexpr (kVectorized) {
-          Vec* slot = reinterpret_cast<Vec*>(row + c);
-          Vec out = zero ? Vec{} : *slot;
+      if constexpr (kVectorized) {
+        Vec* slot = reinterpret_cast<Vec*>(row + c);
+        Vec out = zero ? Vec{} : *slot;
 #pragma unroll
-          for (int i = 0; i < Vec::kSize; ++i) {
-            float v = zero ? 0.f : static_cast<float>(out.v[i]);
-            if (bias_row != nullptr) {
-              v += bias_row[c + i];
-            }
-            out.v[i] = static_cast<Out>(v);
-          }
-          *slot = out;
-        } else {
-          Out* e = row + c * geo.d.col;
-          float v = zero ? 0.f : static_cast<float>(*e);
+        for (int e = 0; e < Vec::kSize; ++e) {
+          float v = zero ? 0.f : static_cast<float>(out.v[e]);
           if (bias_row != nullptr) {
-            v += bias_row[c];
+            v += bias_row[c + e];
           }
-          *e = static_cast<Out>(v);
+          out.v[e] = static_cast<Out>(v);
         }
+        *slot = out;
+      } else {
+        Out* e = row + c * geo.d.col;
+        float v = zero ? 0.f : static_cast<float>(*e);
+        if (bias_row != nullptr) {
+          v += bias_row[c];
+        }
+        *e = static_cast<Out>(v);
       }
     }
   }
@@ -110,20 +117,19 @@ void launch_finish_groups(const LaunchArgs& args) {
     return;
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const int64_t y = std::max<int64_t>(
-      1, std::min<int64_t>({args.geo.num_groups, args.sm_limit, 65535}));
-  const dim3 grid(
-      static_cast<unsigned>(std::max<int64_t>(1, args.sm_limit / y)),
-      static_cast<unsigned>(y));
+  // Enough resident threads per SM to keep stores in flight.
+  const dim3 grid(static_cast<unsigned>(args.sm_limit * kFinishBlocksPerSm));
   const float* bias =
       args.bias.defined() ? args.bias.const_data_ptr<float>() : nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(
       kBFloat16, kHalf, args.out.scalar_type(), "grouped_mm_finish", [&] {
         scalar_t* d = args.out.mutable_data_ptr<scalar_t>();
         // Vector stores need unit column stride and 16-byte aligned rows
-        // and group starts (d_offset is a multiple of row or group stride).
+        // and group starts (d_offset is a multiple of row or group stride;
+        // column groups start anywhere, so they take the scalar path).
         const int64_t vec = 16 / sizeof(scalar_t);
-        const bool vectorized = args.geo.d.col == 1 &&
+        const bool vectorized = args.geo.grouped != GroupedDim::kCols &&
+            args.geo.d.col == 1 &&
             args.geo.n % vec == 0 && args.geo.d.row % vec == 0 &&
             args.geo.d.group % vec == 0 &&
             reinterpret_cast<uintptr_t>(d) % 16 == 0;

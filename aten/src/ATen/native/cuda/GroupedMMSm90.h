@@ -16,7 +16,13 @@ struct LeadingDims {
   int64_t d;
 };
 
-enum class TileConfig { kLarge, kSmall };
+// kLarge: 128x256 tiles, 2-CTA clusters along M (many rows per group).
+// kMedium: 128x128 tiles, no cluster (one M tile per group of <= 128 rows).
+// kMediumPingpong: 128x128 tiles, two consumer warp groups on alternate
+// tiles, so one tile's epilogue overlaps the next tile's MMAs (short-K
+// problems such as the wgrad of small groups are epilogue-bound).
+// kSmall: 64x128 pingpong tiles (decode-sized groups).
+enum class TileConfig { kLarge, kMedium, kMediumPingpong, kSmall };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when
 // kARowMajor, else column-major; B is row-major (N contiguous) when

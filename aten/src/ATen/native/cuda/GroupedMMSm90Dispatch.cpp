@@ -117,13 +117,18 @@ size_t env_choice(const char* name,
               "'");
 }
 
-// OVERLAP_OPS_SM90_TILE=large|small pins the tile config for tuning runs
+// OVERLAP_OPS_SM90_TILE=large|medium|medium_pingpong|small pins the tile config for tuning runs
 // (tools/gpu_session.sh benchtiles); unset or auto uses the heuristic.
 std::optional<sm90::TileConfig> forced_tile_config() {
-  switch (env_choice("OVERLAP_OPS_SM90_TILE", {"small", "large"})) {
+  switch (env_choice("OVERLAP_OPS_SM90_TILE",
+                     {"small", "medium", "medium_pingpong", "large"})) {
     case 1:
       return sm90::TileConfig::kSmall;
     case 2:
+      return sm90::TileConfig::kMedium;
+    case 3:
+      return sm90::TileConfig::kMediumPingpong;
+    case 4:
       return sm90::TileConfig::kLarge;
     default:
       return std::nullopt;
