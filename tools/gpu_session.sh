@@ -39,6 +39,15 @@ for stage in "$@"; do
     test)
       python3 -m pytest -q -x test -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
+    testtiles)
+      # The CUDA grouped-mm tests once per forced SM90 tile config, so every
+      # config runs every case (the heuristic alone leaves some untested).
+      for tile in small medium large; do
+        echo "-- OVERLAP_OPS_SM90_TILE=$tile"
+        OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm.py \
+          -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
+      done
+      ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
@@ -69,7 +78,7 @@ for stage in "$@"; do
       ;;
     benchtiles)
       # A/B of the SM90 tile configs (TILES) on the rows where we trail stock.
-      for tile in ${TILES:-small medium medium_pingpong large}; do
+      for tile in ${TILES:-small medium large}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
           --cases ${TILE_CASES:-grin_moe,deepseek_v3_decode,qwen3_decode} \
@@ -81,11 +90,11 @@ for stage in "$@"; do
       # and stock: one GEMM launch each, after warm-up calls.
       read -r pcase pdist ppass <<< "${PROFILE_ROW:-deepseek_v3_decode sparse fwd}"
       mkdir -p "$OUT/ncu"
-      for impl in ${PROFILE_IMPLS:-ours:small ours:medium ours:medium_pingpong stock}; do
+      for impl in ${PROFILE_IMPLS:-ours:small ours:medium stock}; do
         tile=${impl#*:}; impl=${impl%%:*}
         [[ $tile == "$impl" ]] && tile=auto
         OVERLAP_OPS_SM90_TILE=$tile timeout 120 ncu --launch-skip 4 \
-          --launch-count 1 -k "regex:device_kernel|Gemm|gemm|cutlass" \
+          --launch-count 1 -k "regex:device_kernel" \
           --section SpeedOfLight --section MemoryWorkloadAnalysis \
           --section LaunchStats --section Occupancy --section SchedulerStats \
           python3 tools/profile_grouped_mm.py --case "$pcase" --dist "$pdist" \

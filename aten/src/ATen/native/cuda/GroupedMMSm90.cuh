@@ -52,18 +52,8 @@ struct LargeTileConfig {
 };
 
 // A 2-CTA cluster along M idles one CTA of every group that has a single M
-// tile, so groups of 65-128 rows get 128-row tiles without a cluster: each
-// group's weights are streamed once, by every SM.
+// tile. Pingpong: one warp group's epilogue overlaps the other's MMAs.
 struct MediumTileConfig {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule =
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
-  using EpilogueSchedule =
-      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-};
-
-struct MediumPingpongTileConfig {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
@@ -276,10 +266,6 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
     return run_grouped_gemm<
         GroupedGemm<In, Out, kARowMajor, kBRowMajor, MediumTileConfig>>(
         args, ld);
-  }
-  if (config == TileConfig::kMediumPingpong) {
-    return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                        MediumPingpongTileConfig>>(args, ld);
   }
   return run_grouped_gemm<
       GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>>(args, ld);

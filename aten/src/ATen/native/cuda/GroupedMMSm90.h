@@ -16,13 +16,12 @@ struct LeadingDims {
   int64_t d;
 };
 
-// kLarge: 128x256 tiles, 2-CTA clusters along M (many rows per group).
-// kMedium: 128x128 tiles, no cluster (one M tile per group of <= 128 rows).
-// kMediumPingpong: 128x128 tiles, two consumer warp groups on alternate
-// tiles, so one tile's epilogue overlaps the next tile's MMAs (short-K
-// problems such as the wgrad of small groups are epilogue-bound).
+// kLarge: 128x256 cooperative tiles, 2-CTA clusters along M (many rows per
+// group; the cluster shares each weight tile between two M tiles).
+// kMedium: 128x128 pingpong tiles, no cluster: one M tile per group of up to
+// 128 rows, so its weights are streamed once without an idle cluster CTA.
 // kSmall: 64x128 pingpong tiles (decode-sized groups).
-enum class TileConfig { kLarge, kMedium, kMediumPingpong, kSmall };
+enum class TileConfig { kLarge, kMedium, kSmall };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when
 // kARowMajor, else column-major; B is row-major (N contiguous) when

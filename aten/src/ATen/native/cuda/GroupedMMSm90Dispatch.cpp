@@ -21,9 +21,13 @@ namespace {
 enum class Major { kRow, kCol };
 
 constexpr int64_t kTmaAlignBytes = 16;
-// Groups this short waste most of a 128-row tile: use the 64-row config.
-// See results/NOTES.md for the runs behind this threshold.
-constexpr int64_t kSmallTileMaxRows = 128;
+// Tile config by mean rows per group, the only size the host knows without a
+// sync (results/NOTES.md, v4 tile A/B). Up to 32: 64-row tiles (decode).
+// Up to 512: 128-row pingpong tiles, no cluster: skewed or sparse groups
+// larger than the mean still stream their weights once per 128 rows.
+// Beyond: 128x256 tiles with 2-CTA clusters (compute-bound training shapes).
+constexpr int64_t kSmallTileMaxRows = 32;
+constexpr int64_t kMediumTileMaxRows = 512;
 
 // A (m x k) is row-major when k is contiguous; B (k x n) when n is.
 std::optional<Major> major_of(const OperandStrides& s) {
@@ -117,18 +121,15 @@ size_t env_choice(const char* name,
               "'");
 }
 
-// OVERLAP_OPS_SM90_TILE=large|medium|medium_pingpong|small pins the tile config for tuning runs
+// OVERLAP_OPS_SM90_TILE=large|medium|small pins the tile config for tuning runs
 // (tools/gpu_session.sh benchtiles); unset or auto uses the heuristic.
 std::optional<sm90::TileConfig> forced_tile_config() {
-  switch (env_choice("OVERLAP_OPS_SM90_TILE",
-                     {"small", "medium", "medium_pingpong", "large"})) {
+  switch (env_choice("OVERLAP_OPS_SM90_TILE", {"small", "medium", "large"})) {
     case 1:
       return sm90::TileConfig::kSmall;
     case 2:
       return sm90::TileConfig::kMedium;
     case 3:
-      return sm90::TileConfig::kMediumPingpong;
-    case 4:
       return sm90::TileConfig::kLarge;
     default:
       return std::nullopt;
@@ -142,8 +143,11 @@ sm90::TileConfig pick_tile_config(const Geometry& geo) {
   const int64_t rows_per_group = geo.grouped == GroupedDim::kRows
       ? geo.extent / std::max<int64_t>(1, geo.num_groups)
       : geo.m;
-  return rows_per_group <= kSmallTileMaxRows ? sm90::TileConfig::kSmall
-                                             : sm90::TileConfig::kLarge;
+  if (rows_per_group <= kSmallTileMaxRows) {
+    return sm90::TileConfig::kSmall;
+  }
+  return rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
+                                              : sm90::TileConfig::kLarge;
 }
 
 template <typename In, typename Out>
