@@ -25,7 +25,10 @@ export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
 for stage in "$@"; do
-  echo "==> $stage"
+  # Pack what is done so far: if the device tool stops the command at its
+  # time limit, the finished stages still come back.
+  tar czf "$FINAL/session.tgz" -C "$OUT" .
+  echo "==> $stage ($SECONDS s)"
   case "$stage" in
     build)
       start=$SECONDS

@@ -22,12 +22,12 @@ enum class Major { kRow, kCol };
 
 constexpr int64_t kTmaAlignBytes = 16;
 // Tile config by mean rows per group, the only size the host knows without a
-// sync (results/NOTES.md, v4 tile A/B). Up to 32: 64-row tiles (decode).
-// Up to 512: 128-row pingpong tiles, no cluster: skewed or sparse groups
-// larger than the mean still stream their weights once per 128 rows.
-// Beyond: 128x256 tiles with 2-CTA clusters (compute-bound training shapes).
+// sync (results/NOTES.md, v4). Up to 32: 64-row tiles (decode). Up to 128:
+// 128-row pingpong tiles without a cluster, so groups somewhat larger than
+// the mean still stream their weights once. Beyond: 128x256 tiles with
+// 2-CTA clusters (medium tiles lost up to 16% there on skewed/sparse rows).
 constexpr int64_t kSmallTileMaxRows = 32;
-constexpr int64_t kMediumTileMaxRows = 512;
+constexpr int64_t kMediumTileMaxRows = 128;
 
 // A (m x k) is row-major when k is contiguous; B (k x n) when n is.
 std::optional<Major> major_of(const OperandStrides& s) {
