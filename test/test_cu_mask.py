@@ -3,7 +3,8 @@
 
 Covers ``aten/src/ATen/cuda/CUMask.cpp`` (the CU mask builder) exhaustively
 over every carveout k of several AMD parts, checked against a small simulator
-of how the driver maps mask bits to XCCs, plus regression tests showing that
+of how the driver maps mask bits to XCCs, in CUs and in the SMs that users'
+k counts (WGPs on gfx10+ in WGP mode), plus regression tests showing that
 upstream's ``_getCarveoutStream`` formula breaks the contract. Also drives
 ``CarveoutStreamCache`` with a counting test double (streams created once per
 (device, k), events reused, ordering, graph capture, no leaks).
@@ -14,6 +15,7 @@ No GPU is needed. What still needs an MI300 is listed in the README
 
 from __future__ import annotations
 
+import unittest
 from typing import NamedTuple
 
 import torch
@@ -24,7 +26,18 @@ from torch.testing._internal.common_utils import (
     TestCase,
 )
 
-import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
+try:
+    import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
+except ImportError:  # a patched PyTorch wheel
+    overlap_ops = None
+
+# The builder and the stream-cache double are C++ without a Python binding in
+# torch; the extension exposes them as private ops. In wheel mode these
+# tests skip (README, ROCm carveout).
+needs_extension = unittest.skipIf(
+    overlap_ops is None,
+    "reaches the C++ mask builder through overlap_ops' private ops "
+    "(extension mode only)")
 
 _WORD_BITS = 32
 _CUS_PER_WGP = 2
@@ -34,9 +47,18 @@ class _Part(NamedTuple):
     """CU topology of one AMD GPU (one GCD / one partition)."""
 
     name: str
-    total_cus: int
+    total_cus: int  # physical CUs: one mask bit each
     num_xcc: int
     wgp_pairs: bool  # gfx10+: the driver enables CUs in WGP pairs
+    # CUs per SM as HIP counts SMs (multiProcessorCount, the unit of k):
+    # 2 on gfx10+ in WGP mode, HIP's default, where it counts WGPs.
+    cus_per_sm: int = 1
+
+    @property
+    def sms(self) -> int:
+        """What torch.cuda.get_device_properties().multi_processor_count
+        reports, i.e. the range of k: 0 <= k < sms."""
+        return self.total_cus // self.cus_per_sm
 
 
 _MI300X = _Part("mi300x", 304, 8, False)  # gfx942, 8 XCCs x 38 CUs
@@ -46,6 +68,12 @@ _MI300A = _Part("mi300a", 228, 6, False)  # gfx942, 6 XCCs x 38 CUs
 _RX7900 = _Part("gfx1100", 96, 1, True)  # RDNA3, 48 WGPs
 _RX6800 = _Part("gfx1030", 60, 1, True)  # RDNA2, 30 WGPs
 _PARTS = [_MI300X, _MI250X, _MI355X, _MI300A, _RX7900, _RX6800]
+# The same gfx10+ parts as HIP reports them by default (WGP mode):
+# multiProcessorCount is 48 (30) WGPs, so k counts WGPs; with
+# GPU_ENABLE_WGP_MODE=0 HIP counts CUs and the parts above apply.
+_RX7900_WGP = _RX7900._replace(name="gfx1100_wgp_mode", cus_per_sm=2)
+_RX6800_WGP = _RX6800._replace(name="gfx1030_wgp_mode", cus_per_sm=2)
+_SM_PARTS = _PARTS + [_RX7900_WGP, _RX6800_WGP]
 
 
 def _part_name(part: _Part) -> str:
@@ -79,20 +107,27 @@ def _simulate(words: list[int], part: _Part) -> _Occupancy:
     return _Occupancy(per_xcc, sum(bits[part.total_cus:]), split)
 
 
-def _expected_enabled(part: _Part, k: int) -> int:
-    """CUs the contract enables: CUs - k, WGP-rounded on gfx10+.
+def _expected_enabled(part: _Part, k: int, cus_per_k: int = 1) -> int:
+    """CUs the contract enables when k units of cus_per_k CUs stay free:
+    CUs - k * cus_per_k, WGP-rounded on gfx10+.
 
     With WGP pairs the carveout rounds up to whole WGPs (at least k CUs stay
     free), except that one WGP always stays enabled.
     """
+    free = k * cus_per_k
     if not part.wgp_pairs:
-        return part.total_cus - k
-    free = -(-k // _CUS_PER_WGP) * _CUS_PER_WGP
+        return part.total_cus - free
+    free = -(-free // _CUS_PER_WGP) * _CUS_PER_WGP
     return max(part.total_cus - free, _CUS_PER_WGP)
 
 
-def _contract_violations(words: list[int], part: _Part, k: int) -> list[str]:
-    """Returns how a mask breaks the carveout contract (empty: it holds)."""
+def _contract_violations(words: list[int], part: _Part, k: int,
+                         cus_per_k: int = 1) -> list[str]:
+    """Returns how a mask breaks the carveout contract (empty: it holds).
+
+    k counts CUs (build_cu_mask) by default; cus_per_k=part.cus_per_sm
+    checks a carveout in SMs (build_sm_carveout_cu_mask).
+    """
     problems = []
     if len(words) != -(-part.total_cus // _WORD_BITS):
         problems.append(f"{len(words)} words")
@@ -100,9 +135,9 @@ def _contract_violations(words: list[int], part: _Part, k: int) -> list[str]:
         problems.append("word out of uint32 range")
         return problems
     occ = _simulate(words, part)
-    if sum(occ.per_xcc) != _expected_enabled(part, k):
-        problems.append(f"enables {sum(occ.per_xcc)} CUs, wants "
-                        f"{_expected_enabled(part, k)}")
+    wanted = _expected_enabled(part, k, cus_per_k)
+    if sum(occ.per_xcc) != wanted:
+        problems.append(f"enables {sum(occ.per_xcc)} CUs, wants {wanted}")
     if max(occ.per_xcc) - min(occ.per_xcc) > 1:
         problems.append(f"unbalanced XCCs {occ.per_xcc}")
     if occ.bits_past_last_cu:
@@ -130,11 +165,18 @@ def _upstream_cu_mask(total_cus: int, k: int) -> list[int]:
 
 
 def _cu_mask(part: _Part, k: int) -> list[int]:
-    """Our builder, through the private op."""
+    """Our builder, through the private op; k counts CUs."""
     return torch.ops.overlap_ops._rocm_cu_mask(
         part.total_cus, k, part.num_xcc, part.wgp_pairs)
 
 
+def _sm_carveout_mask(part: _Part, k: int) -> list[int]:
+    """The mask the stream cache builds for a carveout of k SMs."""
+    return torch.ops.overlap_ops._rocm_sm_carveout_cu_mask(
+        part.total_cus, part.cus_per_sm, k, part.num_xcc, part.wgp_pairs)
+
+
+@needs_extension
 class TestCUMask(TestCase):
     """The mask builder against the contract and the simulator."""
 
@@ -178,6 +220,53 @@ class TestCUMask(TestCase):
                          [36] * 8)
 
 
+@needs_extension
+class TestSMCarveoutUnits(TestCase):
+    """k counts SMs as HIP reports them; the mask has one bit per CU."""
+
+    @parametrize("part", _SM_PARTS, name_fn=_part_name)
+    def test_sm_carveout_mask_every_k(self, part: _Part) -> None:
+        for k in range(part.sms):
+            problems = _contract_violations(
+                _sm_carveout_mask(part, k), part, k, part.cus_per_sm)
+            self.assertEqual(problems, [], msg=f"{part.name} k={k}")
+
+    @parametrize("part", _SM_PARTS, name_fn=_part_name)
+    def test_sm_count_target_hint(self, part: _Part) -> None:
+        # The hipBLASLt hint is in SMs: SMs - k, and 0 (no hint) for k = 0.
+        for k in range(part.sms):
+            hint = torch.ops.overlap_ops._rocm_sm_count_target(
+                part.total_cus, part.cus_per_sm, k, part.wgp_pairs)
+            enabled = _expected_enabled(part, k, part.cus_per_sm)
+            self.assertEqual(hint, 0 if k == 0 else enabled // part.cus_per_sm,
+                             msg=f"{part.name} k={k}")
+
+    def test_wgp_mode_k_counts_wgps(self) -> None:
+        # HIP reports 48 SMs (WGPs) for a 96-CU gfx1100: k = 8 frees 16 CUs,
+        # and k = 47 leaves one WGP.
+        occ = _simulate(_sm_carveout_mask(_RX7900_WGP, 8), _RX7900_WGP)
+        self.assertEqual(sum(occ.per_xcc), 80)
+        occ = _simulate(_sm_carveout_mask(_RX7900_WGP, 47), _RX7900_WGP)
+        self.assertEqual((sum(occ.per_xcc), occ.split_wgps), (2, 0))
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 48 .* got k = 48"):
+            _sm_carveout_mask(_RX7900_WGP, 48)
+
+    def test_wgp_count_as_cu_count_is_wrong(self) -> None:
+        # Regression: taking multiProcessorCount (48 WGPs) as the CU count
+        # builds a 48-bit mask for 96 CUs, so k = 8 runs on 40 CUs, not 80.
+        as_cus = _cu_mask(_Part("gfx1100", 48, 1, True), 8)
+        occ = _simulate(as_cus + [0] * (3 - len(as_cus)), _RX7900)
+        self.assertEqual(sum(occ.per_xcc), 40)
+        self.assertNotEqual(
+            _contract_violations(as_cus + [0], _RX7900_WGP, 8, 2), [])
+
+    def test_cus_per_sm_must_divide(self) -> None:
+        with self.assertRaisesRegex(RuntimeError, r"cus_per_sm must be >= 1 "
+                                    r"and divide total_cus=96"):
+            torch.ops.overlap_ops._rocm_sm_carveout_cu_mask(96, 5, 4, 1, True)
+
+
+@needs_extension
 class TestUpstreamCarveoutFormula(TestCase):
     """Regression tests: upstream's formula fails the contract we meet."""
 
@@ -226,6 +315,7 @@ class TestUpstreamCarveoutFormula(TestCase):
             _cu_mask(_MI355X, 256)
 
 
+@needs_extension
 class TestCUMaskErrors(TestCase):
     """Error messages name the argument and the valid range."""
 
@@ -301,7 +391,7 @@ def _run_scenario(
     assert list(fields) == list(_Counts._fields), fields
     values = torch.ops.overlap_ops._carveout_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
-        part.total_cus, part.num_xcc, part.wgp_pairs)
+        part.total_cus, part.num_xcc, part.wgp_pairs, part.cus_per_sm)
     return _Counts(*values)
 
 
@@ -313,6 +403,7 @@ def _keys_used(num_threads: int, calls_per_thread: int,
             if carveouts[(7 * t + c) % len(carveouts)] > 0}
 
 
+@needs_extension
 class TestCarveoutStreamCache(TestCase):
     """The masked-stream cache, on the CPU through a counting double."""
 
@@ -368,8 +459,20 @@ class TestCarveoutStreamCache(TestCase):
         self.assertEqual(counts.streams_created, 3)
         self.assertEqual(counts.wrong_stream, 0)
 
+    def test_wgp_mode_topology_counts_k_in_wgps(self) -> None:
+        # The cache takes cus_per_sm from the backend's topology: on a
+        # 96-CU part that HIP reports as 48 SMs, k = 47 is valid, 48 is not.
+        counts = _run_scenario(4, 40, [1, 24, 47], part=_RX7900_WGP)
+        self.assertEqual((counts.streams_created, counts.wrong_stream),
+                         (3, 0))
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 48 "):
+            _run_scenario(1, 1, [48], part=_RX7900_WGP)
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 48 "):
+            _run_scenario(1, 1, [48], capturing=True, part=_RX7900_WGP)
+
 
 instantiate_parametrized_tests(TestCUMask)
+instantiate_parametrized_tests(TestSMCarveoutUnits)
 instantiate_parametrized_tests(TestUpstreamCarveoutFormula)
 instantiate_parametrized_tests(TestCarveoutStreamCache)
 

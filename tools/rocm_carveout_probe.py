@@ -1,13 +1,16 @@
 """Checks the ROCm CU-mask carveout on a real AMD GPU (MI300X and others).
 
 Needs a ROCm build of torch and overlap_ops built against it (only the
-portable mask builder is used, through ``torch.ops.overlap_ops._rocm_cu_mask``).
+portable mask builder is used, through
+``torch.ops.overlap_ops._rocm_sm_carveout_cu_mask``, the function the
+masked-stream cache builds its masks with).
 For each carveout k it creates a stream with our mask through
 ``hipExtStreamCreateWithCUMask`` (ctypes on libamdhip64), times a large
 compute-bound bf16 matmul on it, and compares with stock torch's own
-carveout (``torch._C._set_sm_carveout_experimental``). A GEMM that really
-runs on CUs - k CUs slows down by about CUs / (CUs - k); upstream's mask
-(k CUs enabled) slows down by about CUs / k.
+carveout (``torch._C._set_sm_carveout_experimental``). k counts SMs as HIP
+reports them (multi_processor_count: CUs, or WGPs on gfx10+ in WGP mode). A
+GEMM that really runs on SMs - k slows down by about SMs / (SMs - k);
+upstream's mask (k CUs enabled) slows down by about SMs / k.
 
     python3 tools/rocm_carveout_probe.py                 # on the GPU machine
     python3 tools/rocm_carveout_probe.py --dry-run       # masks only, no GPU
@@ -27,20 +30,28 @@ import torch
 import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
 
 _HIP_ATTRIBUTE_NUMBER_OF_XCCS = 10018  # hipDeviceAttributeNumberOfXccs
+# hipDeviceAttributePhysicalMultiProcessorCount: CUs, also in WGP mode.
+_HIP_ATTRIBUTE_PHYSICAL_CUS = 10015
 _GFX10_ARCH_DIGITS = 4  # gfx1030, gfx1100 vs gfx90a, gfx942
 
 
-def _topology(device: int) -> tuple[int, int, bool, str]:
-    """(CUs, XCCs, WGP pairs, arch) of a ROCm device."""
+def _topology(device: int) -> tuple[int, int, int, bool, str]:
+    """(CUs, CUs per SM, XCCs, WGP pairs, arch) of a ROCm device, as
+    aten/src/ATen/hip/CarveoutStreamHIP.cpp queries them."""
     props = torch.cuda.get_device_properties(device)
     arch = props.gcnArchName.split(":")[0]
-    num_xcc = ctypes.c_int(1)
     hip = ctypes.CDLL("libamdhip64.so")
+    num_xcc = ctypes.c_int(1)
     if hip.hipDeviceGetAttribute(ctypes.byref(num_xcc),
                                  _HIP_ATTRIBUTE_NUMBER_OF_XCCS, device) != 0:
         num_xcc.value = 1  # HIP < 7: the mask is balanced for any count
+    sms = props.multi_processor_count
+    cus = ctypes.c_int(0)
+    if hip.hipDeviceGetAttribute(ctypes.byref(cus),
+                                 _HIP_ATTRIBUTE_PHYSICAL_CUS, device) != 0:
+        cus.value = sms
     wgp = len(arch) - len("gfx") >= _GFX10_ARCH_DIGITS
-    return props.multi_processor_count, max(num_xcc.value, 1), wgp, arch
+    return cus.value, cus.value // sms, max(num_xcc.value, 1), wgp, arch
 
 
 def _masked_stream(mask: list[int]) -> torch.cuda.ExternalStream:
@@ -98,20 +109,23 @@ def main() -> None:
     ks = [int(k) for k in args.ks.split(",")]
 
     if args.dry_run:
-        cus, num_xcc, wgp, arch = 304, 8, False, "gfx942 (assumed)"
+        cus, per_sm, num_xcc, wgp, arch = 304, 1, 8, False, "gfx942 (assumed)"
     else:
-        cus, num_xcc, wgp, arch = _topology(torch.cuda.current_device())
+        cus, per_sm, num_xcc, wgp, arch = _topology(
+            torch.cuda.current_device())
         a = torch.randn(args.size, args.size, device="cuda",
                         dtype=torch.bfloat16)
         b = torch.randn_like(a)
         full = _time_mm_ms(a, b, args.iters, torch.cuda.current_stream())
 
+    sms = cus // per_sm
     rows = []
     for k in ks:
-        mask = list(torch.ops.overlap_ops._rocm_cu_mask(cus, k, num_xcc, wgp))
+        mask = list(torch.ops.overlap_ops._rocm_sm_carveout_cu_mask(
+            cus, per_sm, k, num_xcc, wgp))
         row = {"k": k, "mask": [hex(w) for w in mask],
                "enabled": sum(bin(w).count("1") for w in mask),
-               "expected_ratio": cus / (cus - k)}
+               "expected_ratio": sms / (sms - k)}
         if not args.dry_run:
             ours = _time_mm_ms(a, b, args.iters, _masked_stream(mask))
             upstream = _time_upstream_ms(a, b, k, args.iters) if k else full
@@ -121,9 +135,10 @@ def main() -> None:
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"arch": arch, "cus": cus, "num_xcc": num_xcc,
-                               "wgp_pairs": wgp, "rows": rows}, indent=2))
-    print(f"{arch}: {cus} CUs, {num_xcc} XCCs; full data in {out}")
+    out.write_text(json.dumps({"arch": arch, "cus": cus, "cus_per_sm": per_sm,
+                               "num_xcc": num_xcc, "wgp_pairs": wgp,
+                               "rows": rows}, indent=2))
+    print(f"{arch}: {cus} CUs ({sms} SMs), {num_xcc} XCCs; full data in {out}")
     print(f"{'k':>5} {'CUs on':>6} {'want':>6} {'ours':>6} {'upstrm':>7}"
           "  (time ratios vs no carveout)")
     for row in rows:

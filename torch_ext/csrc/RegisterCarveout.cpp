@@ -23,6 +23,26 @@ std::vector<int64_t> rocm_cu_mask(
   return std::vector<int64_t>(words.begin(), words.end());
 }
 
+std::vector<int64_t> rocm_sm_carveout_cu_mask(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t k,
+    int64_t num_xcc,
+    bool wgp_pairs) {
+  const std::vector<uint32_t> words = at::cuda::build_sm_carveout_cu_mask(
+      total_cus, cus_per_sm, k, num_xcc, wgp_pairs);
+  return std::vector<int64_t>(words.begin(), words.end());
+}
+
+int64_t rocm_sm_count_target(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t k,
+    bool wgp_pairs) {
+  return at::cuda::sm_carveout_sm_count_target(
+      total_cus, cus_per_sm, k, wgp_pairs);
+}
+
 std::vector<int64_t> carveout_stream_scenario(
     int64_t num_threads,
     int64_t calls_per_thread,
@@ -31,14 +51,16 @@ std::vector<int64_t> carveout_stream_scenario(
     bool capturing,
     int64_t total_cus,
     int64_t num_xcc,
-    bool wgp_pairs) {
+    bool wgp_pairs,
+    int64_t cus_per_sm) {
   at::cuda::CarveoutScenario scenario;
   scenario.num_threads = num_threads;
   scenario.calls_per_thread = calls_per_thread;
   scenario.carveouts = std::move(carveouts);
   scenario.num_devices = num_devices;
   scenario.capturing = capturing;
-  scenario.topology = at::cuda::CUTopology{total_cus, num_xcc, wgp_pairs};
+  scenario.topology =
+      at::cuda::CUTopology{total_cus, num_xcc, wgp_pairs, cus_per_sm};
   return at::cuda::carveout_scenario_counts_as_list(
       at::cuda::run_carveout_stream_scenario(scenario));
 }
@@ -54,9 +76,15 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_rocm_cu_mask(int total_cus, int k, int num_xcc, bool wgp_pairs) "
         "-> int[]",
         &overlap_ops::rocm_cu_mask);
+  m.def("_rocm_sm_carveout_cu_mask(int total_cus, int cus_per_sm, int k, "
+        "int num_xcc, bool wgp_pairs) -> int[]",
+        &overlap_ops::rocm_sm_carveout_cu_mask);
+  m.def("_rocm_sm_count_target(int total_cus, int cus_per_sm, int k, "
+        "bool wgp_pairs) -> int",
+        &overlap_ops::rocm_sm_count_target);
   m.def("_carveout_stream_scenario(int num_threads, int calls_per_thread, "
         "int[] carveouts, int num_devices, bool capturing, int total_cus, "
-        "int num_xcc, bool wgp_pairs) -> int[]",
+        "int num_xcc, bool wgp_pairs, int cus_per_sm=1) -> int[]",
         &overlap_ops::carveout_stream_scenario);
   m.def("_carveout_stream_scenario_fields() -> str[]",
         &overlap_ops::carveout_stream_scenario_fields);

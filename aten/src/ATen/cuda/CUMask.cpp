@@ -78,4 +78,46 @@ std::vector<uint32_t> build_cu_mask(
   return mask;
 }
 
+int64_t cu_carveout_from_sm_carveout(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t sm_carveout) {
+  TORCH_CHECK(
+      total_cus > 0,
+      "build_cu_mask: total_cus must be positive, got total_cus=",
+      total_cus);
+  TORCH_CHECK(
+      cus_per_sm >= 1 && total_cus % cus_per_sm == 0,
+      "build_cu_mask: cus_per_sm must be >= 1 and divide total_cus=",
+      total_cus, " (CUs per SM as the runtime counts SMs), got cus_per_sm=",
+      cus_per_sm);
+  check_cu_carveout(total_cus / cus_per_sm, sm_carveout);
+  return sm_carveout * cus_per_sm;
+}
+
+std::vector<uint32_t> build_sm_carveout_cu_mask(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t sm_carveout,
+    int64_t num_xcc,
+    bool wgp_pairs) {
+  const int64_t carveout =
+      cu_carveout_from_sm_carveout(total_cus, cus_per_sm, sm_carveout);
+  return build_cu_mask(total_cus, carveout, num_xcc, wgp_pairs);
+}
+
+int64_t sm_carveout_sm_count_target(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t sm_carveout,
+    bool wgp_pairs) {
+  const int64_t carveout =
+      cu_carveout_from_sm_carveout(total_cus, cus_per_sm, sm_carveout);
+  if (carveout == 0) {
+    return 0;
+  }
+  return cu_carveout_enabled_count(total_cus, carveout, wgp_pairs) /
+      cus_per_sm;
+}
+
 }  // namespace at::cuda

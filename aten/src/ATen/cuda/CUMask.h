@@ -58,7 +58,7 @@ std::vector<uint32_t> build_cu_mask(
 void check_cu_carveout(int64_t total_cus, int64_t carveout);
 
 // Number of CUs build_cu_mask enables for a valid carveout (the rule
-// above); also the hipBLASLt SM_COUNT_TARGET hint that goes with the mask.
+// above).
 int64_t cu_carveout_enabled_count(
     int64_t total_cus,
     int64_t carveout,
@@ -66,5 +66,39 @@ int64_t cu_carveout_enabled_count(
 
 // Number of mask words that cover total_cus bits.
 int64_t cu_mask_num_words(int64_t total_cus);
+
+// Units. The carveout k that users set counts the runtime's SMs
+// (hipDeviceProp_t::multiProcessorCount, torch's multi_processor_count), as
+// on CUDA. On gfx10+ in WGP mode, HIP's default, that count is the number of
+// WGPs, so one SM is cus_per_sm = 2 CUs, while the mask has one bit per CU
+// (total_cus = hipDeviceAttributePhysicalMultiProcessorCount). Everywhere
+// else cus_per_sm = 1.
+//
+// Checks cus_per_sm >= 1 dividing total_cus, and 0 <= k < total_cus /
+// cus_per_sm (the device's SM count, through the shared policy, so the
+// message is CUDA's); returns the CUs to leave free, k * cus_per_sm.
+int64_t cu_carveout_from_sm_carveout(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t sm_carveout);
+
+// The mask for an SM carveout k: build_cu_mask(total_cus,
+// cu_carveout_from_sm_carveout(...), num_xcc, wgp_pairs). The masked-stream
+// cache builds every mask with it.
+std::vector<uint32_t> build_sm_carveout_cu_mask(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t sm_carveout,
+    int64_t num_xcc,
+    bool wgp_pairs);
+
+// The hipBLASLt SM_COUNT_TARGET hint that goes with that mask, in SMs (the
+// library's unit, multiProcessorCount): the enabled CUs / cus_per_sm; 0 (no
+// hint) for k == 0.
+int64_t sm_carveout_sm_count_target(
+    int64_t total_cus,
+    int64_t cus_per_sm,
+    int64_t sm_carveout,
+    bool wgp_pairs);
 
 }  // namespace at::cuda

@@ -39,8 +39,9 @@ CarveoutStreamCache::Entry& CarveoutStreamCache::entry_for(
   // Creating under the map lock keeps "created once" trivially true; it
   // happens once per (device, k) for the life of the process.
   const CUTopology topo = backend_->topology(device);
-  const std::vector<uint32_t> mask =
-      build_cu_mask(topo.total_cus, carveout, topo.num_xcc, topo.wgp_pairs);
+  const std::vector<uint32_t> mask = build_sm_carveout_cu_mask(
+      topo.total_cus, topo.cus_per_sm, carveout, topo.num_xcc,
+      topo.wgp_pairs);
   CarveoutStream stream = backend_->create_masked_stream(device, mask);
   CarveoutEvent event = nullptr;
   try {
@@ -68,7 +69,9 @@ CarveoutFork CarveoutStreamCache::fork(
   }
   if (backend_->is_capturing(current)) {
     // Still reject a bad k, so capture does not hide the error.
-    check_cu_carveout(backend_->topology(device).total_cus, carveout);
+    const CUTopology topo = backend_->topology(device);
+    (void)cu_carveout_from_sm_carveout(
+        topo.total_cus, topo.cus_per_sm, carveout);
     return result;  // see "Graph capture" in the header
   }
   Entry& entry = entry_for(device, carveout);

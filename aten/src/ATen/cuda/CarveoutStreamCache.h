@@ -45,11 +45,14 @@ namespace at::cuda {
 using CarveoutStream = void*;
 using CarveoutEvent = void*;
 
-// What the mask builder needs to know about a device.
+// What the mask builder needs to know about a device (see CUMask.h).
 struct CUTopology {
-  int64_t total_cus = 0;
+  int64_t total_cus = 0;  // physical CUs: one mask bit each
   int64_t num_xcc = 1;
   bool wgp_pairs = false;  // gfx10+: CUs are enabled in WGP pairs
+  // CUs per SM as the runtime counts SMs (multiProcessorCount), the unit of
+  // the carveout k: 2 on gfx10+ in WGP mode (HIP counts WGPs), else 1.
+  int64_t cus_per_sm = 1;
 };
 
 // The runtime operations the cache needs; one implementation per runtime.
@@ -88,7 +91,8 @@ class CarveoutStreamCache {
   // Returns the stream a GEMM on `device` should run on to leave `carveout`
   // CUs free, ordered after the work already on `current`. carveout == 0
   // and graph capture pass through (stream == current, nothing enqueued).
-  // Raises c10::Error for carveout outside [0, total CUs).
+  // `carveout` counts SMs (see CUTopology::cus_per_sm). Raises c10::Error
+  // for carveout outside [0, SMs).
   CarveoutFork fork(
       c10::DeviceIndex device,
       int64_t carveout,

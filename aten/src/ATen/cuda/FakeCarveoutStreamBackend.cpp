@@ -124,8 +124,9 @@ bool is_expected_stream(
     const CUTopology& topo) {
   const auto* fake = static_cast<const FakeStream*>(stream);
   return fake->device == device &&
-      fake->mask == build_cu_mask(
-          topo.total_cus, carveout, topo.num_xcc, topo.wgp_pairs);
+      fake->mask == build_sm_carveout_cu_mask(
+          topo.total_cus, topo.cus_per_sm, carveout, topo.num_xcc,
+          topo.wgp_pairs);
 }
 
 // One worker: fork, "launch", join, with a rotating (device, k).

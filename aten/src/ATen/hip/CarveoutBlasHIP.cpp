@@ -15,9 +15,8 @@ int32_t compute_sm_count_target(c10::DeviceIndex device, int64_t carveout) {
     return 0;
   }
   const CUTopology topo = hip_cu_topology(device);
-  check_cu_carveout(topo.total_cus, carveout);
-  return static_cast<int32_t>(
-      cu_carveout_enabled_count(topo.total_cus, carveout, topo.wgp_pairs));
+  return static_cast<int32_t>(sm_carveout_sm_count_target(
+      topo.total_cus, topo.cus_per_sm, carveout, topo.wgp_pairs));
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ class HipCarveoutGemmScope {
   hipStream_t stream() const {
     return static_cast<hipStream_t>(scope_.stream());
   }
-  // CUs the mask enables (CUs - k, see CUMask.h), or 0 for "no hint".
+  // SMs the mask enables (SMs - k, see CUMask.h), or 0 for "no hint".
   int32_t sm_count_target() const {
     return sm_count_target_;
   }

@@ -71,13 +71,48 @@ int64_t query_num_xcc(c10::DeviceIndex device) {
 #endif
 }
 
+// Physical CUs, one CU-mask bit each. multiProcessorCount, the unit of the
+// carveout k, counts WGPs (two CUs) on gfx10+ in WGP mode, HIP's default;
+// hipDeviceAttributePhysicalMultiProcessorCount counts CUs in every mode.
+int64_t query_physical_cus(
+    c10::DeviceIndex device,
+    int64_t sm_count,
+    bool wgp_pairs) {
+  int physical = 0;
+  const hipError_t status = hipDeviceGetAttribute(
+      &physical, hipDeviceAttributePhysicalMultiProcessorCount, device);
+  if (status == hipSuccess && physical > 0) {
+    return physical;
+  }
+  (void)hipGetLastError();  // clear the sticky error of the failed query
+  // Before gfx10 every SM is one CU; after it, guessing could halve or
+  // double the mask, so refuse.
+  TORCH_CHECK(
+      !wgp_pairs,
+      "ROCm SM carveout: hipDeviceGetAttribute("
+      "hipDeviceAttributePhysicalMultiProcessorCount) failed (",
+      hipGetErrorString(status), "), and on gfx10+ the CU count cannot be "
+      "derived from multiProcessorCount (WGP or CU mode)");
+  return sm_count;
+}
+
 CUTopology query_topology(c10::DeviceIndex device) {
   hipDeviceProp_t prop;
   check_hip(hipGetDeviceProperties(&prop, device), "hipGetDeviceProperties");
+  const int64_t sm_count = prop.multiProcessorCount;
+  TORCH_CHECK(
+      sm_count > 0, "ROCm SM carveout: device ", static_cast<int>(device),
+      " reports multiProcessorCount = ", sm_count);
   CUTopology topo;
-  topo.total_cus = prop.multiProcessorCount;
-  topo.num_xcc = query_num_xcc(device);
   topo.wgp_pairs = uses_wgp_pairs(prop.gcnArchName);
+  topo.total_cus = query_physical_cus(device, sm_count, topo.wgp_pairs);
+  TORCH_CHECK(
+      topo.total_cus % sm_count == 0,
+      "ROCm SM carveout: device ", static_cast<int>(device), " has ",
+      topo.total_cus, " CUs, not a multiple of its multiProcessorCount ",
+      sm_count);
+  topo.cus_per_sm = topo.total_cus / sm_count;
+  topo.num_xcc = query_num_xcc(device);
   return topo;
 }
 
