@@ -79,6 +79,20 @@ class TestPatchTools(TestCase):
         with self.assertRaisesRegex(SystemExit, "files.toml"):
             sync_patches.sync(self.root)
 
+    def test_every_patch_carries_existing_tests(self) -> None:
+        self.assertEqual(patch_series.build_series(self.root).problems, [])
+        (self.root / "test/test_grouped_mm_cuda.py").unlink()
+        problems = patch_series.build_series(self.root).problems
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("0004-grouped-mm-device-offsets-cuda.patch: test "
+                      "file(s) test/test_grouped_mm_cuda.py", problems[0])
+        mapping = self.root / patch_series.MAPPING
+        mapping.write_text(mapping.read_text().replace(
+            'tests = ["test/test_grouped_mm_cuda.py"]', "tests = []"))
+        problems = patch_series.build_series(self.root).problems
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("carries no tests", problems[0])
+
     def test_stale_patch_file_fails(self) -> None:
         (self.root / "patches/0009-old.patch").write_text("old\n")
         errors = self._generated_errors()
@@ -197,6 +211,25 @@ class TestPatchTools(TestCase):
         report = check_patches.Report()
         check_patches._check_pytorch_src(src, self.root, series, report)
         self.assertTrue(report.failures)  # already applied: no longer applies
+        # PR-ready branches: one per patch, stacked from the pin.
+        branches = export_patches.write_branches(self.root, series, src)
+        self.assertEqual(len(branches), len(series.emitted))
+        subjects = subprocess.run(
+            ["git", "log", "--format=%s", "--reverse",
+             f"{commit}..{branches[-1]}"], cwd=src, capture_output=True,
+            text=True, check=True).stdout.splitlines()
+        self.assertEqual(subjects, [p.spec.subject for p in series.emitted])
+
+
+class TestCheckPytorchSrc(TestCase):
+    def test_missing_checkout_is_a_failure_not_a_traceback(self) -> None:
+        report = check_patches.Report()
+        series = patch_series.build_series(REPO)
+        check_patches._check_pytorch_src(Path("/nonexistent/pytorch"), REPO,
+                                         series, report)
+        self.assertEqual(report.failures, [
+            "[git apply --check on checkout] --pytorch-src "
+            "/nonexistent/pytorch does not exist"])
 
 
 class TestBuildWheelPlan(TestCase):
@@ -216,9 +249,10 @@ class TestBuildWheelPlan(TestCase):
                         plan.problems)
 
     def test_missing_tools_and_modules_are_reported(self) -> None:
-        with unittest.mock.patch.dict(os.environ, {"ROCM_PATH": "/nonexistent"}):
+        with unittest.mock.patch.dict(os.environ, {"ROCM_PATH": "/nonexistent"}), \
+                tempfile.TemporaryDirectory() as not_a_checkout:
             plan = self._plan(lambda tool: None, has_module=lambda m: m != "yaml",
-                              backend="rocm", src=Path("/nonexistent/pytorch"))
+                              backend="rocm", src=Path(not_a_checkout))
         text = "\n".join(plan.problems)
         for expected in ("git not found", "cmake not found", "ninja not found",
                          "no C++ compiler", "hipcc not found",
@@ -226,6 +260,64 @@ class TestBuildWheelPlan(TestCase):
             self.assertIn(expected, text)
         self.assertEqual(plan.env["USE_ROCM"], "1")
         self.assertEqual(plan.env["PYTORCH_ROCM_ARCH"], "gfx942")
+
+    def test_nonexistent_pytorch_src(self) -> None:
+        plan = self._plan(lambda tool: f"/usr/bin/{tool}", backend="cuda",
+                          src=Path("/nonexistent/pytorch"))
+        self.assertTrue(any("/nonexistent/pytorch does not exist" in p
+                            for p in plan.problems), plan.problems)
+
+    def test_bad_max_jobs(self) -> None:
+        with unittest.mock.patch.dict(os.environ, {"MAX_JOBS": ""}):
+            self.assertEqual(build_wheel._max_jobs(None),
+                             (1, ["MAX_JOBS must be a positive integer, "
+                                  "got ''"]))
+        self.assertEqual(build_wheel._max_jobs(3), (3, []))
+
+    def test_no_git_fails_early_without_traceback(self) -> None:
+        # No git, no toolchain: a list of what to install, exit status 1,
+        # and no attempt to reach the network.
+        with unittest.mock.patch.object(build_wheel, "_check_remote") as remote, \
+                unittest.mock.patch.dict(os.environ, {"CUDA_HOME": "/nonexistent"}):
+            with tempfile.TemporaryDirectory() as tmp:
+                root = _copy_repo(Path(tmp))
+                rc = build_wheel.main(["--dry-run", "--backend", "cuda"],
+                                      root=root, which=lambda tool: None)
+        self.assertEqual(rc, 1)
+        remote.assert_not_called()
+
+    def test_checkout_needs_pin_and_submodules(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, src = Path(tmp, "sub"), Path(tmp, "pytorch")
+            for repo in (sub, src):
+                repo.mkdir()
+                subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+                (repo / "f").write_text("x\n")
+                subprocess.run(["git", "add", "f"], cwd=repo, check=True)
+                subprocess.run([*_GIT, "commit", "-qm", "c"], cwd=repo,
+                               check=True)
+            pin = build_wheel.patch_series.Upstream(
+                tag="v0", commit="0" * 40, url="file:///x", version="0")
+            problems = build_wheel._checkout_problems(src, pin)
+            self.assertIn("does not contain the pinned v0", problems[0])
+            head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src,
+                                  capture_output=True, text=True,
+                                  check=True).stdout.strip()
+            pin = build_wheel.patch_series.Upstream(
+                tag="v0", commit=head, url="file:///x", version="0")
+            self.assertEqual(build_wheel._checkout_problems(src, pin), [])
+            subprocess.run([*_GIT, "-c", "protocol.file.allow=always",
+                            "submodule", "add", "-q", str(sub),
+                            "third_party/sub"], cwd=src, check=True,
+                           capture_output=True)
+            subprocess.run([*_GIT, "commit", "-qm", "sub"], cwd=src,
+                           check=True)
+            subprocess.run(["git", "submodule", "deinit", "-q", "-f",
+                            "third_party/sub"], cwd=src, check=True)
+            problems = build_wheel._checkout_problems(src, pin)
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn("third_party/sub", problems[0])
+            self.assertIn("submodule update --init --recursive", problems[0])
 
     def test_cuda_env(self) -> None:
         plan = self._plan(lambda tool: f"/usr/bin/{tool}", backend="cuda")
@@ -253,6 +345,32 @@ class TestExport(TestCase):
             self.assertIn("geomean_speedup | 1.7", text)
             mbox = export_patches.write_mbox(root, series, Path(tmp))
             self.assertIn(f"[PATCH 1/{len(series.emitted)}]", mbox.read_text())
+
+    def test_grouped_mm_run_summarised_history_skipped(self) -> None:
+        rows = [{"case": c, "dist": "balanced", "dtype": "bf16",
+                 "pass": "fwd", "ours_us": ours, "stock_us": 100.0,
+                 "floor_us": 50.0, "ours_check": "pass"}
+                for c, ours in (("a", 80.0), ("b", 125.0))]
+        run = {"gpu": "G", "torch": "T", "timestamp": "now",
+               "command": "bench", "rows": rows}
+        with tempfile.TemporaryDirectory() as tmp:
+            root = _copy_repo(Path(tmp))
+            series = patch_series.build_series(root)
+            patch = next(p for p in series.emitted
+                         if "grouped_mm*" in p.spec.results)
+            for folder in ("results", "results/history/old"):
+                (root / folder).mkdir(parents=True)
+                (root / folder / "grouped_mm_results.json").write_text(
+                    json.dumps(run))
+            (root / "results/grouped_mm_results.md").write_text("# table\n")
+            text = export_patches.measurements(root, patch)
+        # geomean(0.8, 1.25) = 1.00; worst 1.25 on case b; both checks pass.
+        self.assertIn("| bf16 | fwd | 2 | 2.00 | 2.00 | 1.00 | 1.25 (b "
+                      "balanced) | 2/2 |", text)
+        self.assertIn("Full tables and plots: `results/grouped_mm_results.md`",
+                      text)
+        self.assertNotIn("results/history/old", text)
+        self.assertIn(patch.spec.results_note.splitlines()[0], text)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,47 @@ def _disk_problems(path: Path) -> list[str]:
     return []
 
 
+def _max_jobs(arg: Optional[int]) -> tuple[int, list[str]]:
+    """--max-jobs, else $MAX_JOBS, else the CPU count; a clear problem
+    instead of a traceback when $MAX_JOBS is not a positive integer."""
+    if arg is not None:
+        value: object = arg
+    else:
+        value = os.environ.get("MAX_JOBS", str(os.cpu_count() or 1))
+    try:
+        jobs = int(value)  # type: ignore[arg-type]
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        return 1, [f"MAX_JOBS must be a positive integer, got {value!r}"]
+    return jobs, []
+
+
+def _checkout_problems(src: Path, upstream: patch_series.Upstream
+                       ) -> list[str]:
+    """An existing checkout must contain the pinned commit and have its
+    submodules: otherwise the build fails hours in, or at once in CMake."""
+    contains = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", upstream.commit, "HEAD"],
+        cwd=src, capture_output=True, text=True, check=False)
+    if contains.returncode != 0:
+        return [f"{src} does not contain the pinned {upstream.tag} "
+                f"({upstream.commit[:12]}): run git -C {src} fetch --depth 1 "
+                f"origin tag {upstream.tag} && git -C {src} checkout "
+                f"{upstream.tag}"]
+    status = subprocess.run(["git", "submodule", "status", "--recursive"],
+                            cwd=src, capture_output=True, text=True,
+                            check=False)
+    missing = [line.split()[1] for line in status.stdout.splitlines()
+               if line.startswith("-") and len(line.split()) > 1]
+    if status.returncode != 0 or missing:
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        return [f"{src} has submodules that are not checked out "
+                f"({shown or status.stderr.strip()}): run git -C {src} "
+                "submodule update --init --recursive"]
+    return []
+
+
 def _detect_backend(which: Which) -> str:
     if which("nvcc") or Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
                              "bin", "nvcc").exists():
@@ -155,13 +196,21 @@ def make_plan(args: argparse.Namespace, root: Path,
     default_arch = "8.0;9.0a" if backend == "cuda" else "gfx942"
     arch_env = "TORCH_CUDA_ARCH_LIST" if backend == "cuda" else "PYTORCH_ROCM_ARCH"
     arch_list = args.arch_list or os.environ.get(arch_env, default_arch)
-    max_jobs = int(args.max_jobs or os.environ.get("MAX_JOBS", os.cpu_count() or 1))
+    max_jobs, jobs_problems = _max_jobs(args.max_jobs)
     ccache = which("ccache")
     src = (args.pytorch_src or root / "build" / "pytorch").resolve()
     clone = args.pytorch_src is None and not (src / ".git").exists()
-    problems = _tool_problems(backend, which) + _python_problems(has_module)
-    if args.pytorch_src is not None and not (src / ".git").exists():
+    problems = (_tool_problems(backend, which) + _python_problems(has_module)
+                + jobs_problems)
+    if args.pytorch_src is not None and not src.exists():
+        problems.append(f"--pytorch-src {src} does not exist: clone "
+                        f"{upstream.url} at {upstream.tag} there (with "
+                        "--recurse-submodules), or leave out --pytorch-src "
+                        "to clone into build/pytorch")
+    elif args.pytorch_src is not None and not (src / ".git").exists():
         problems.append(f"--pytorch-src {src} is not a git checkout")
+    elif (src / ".git").exists() and which("git") is not None:
+        problems += _checkout_problems(src, upstream)
     problems += _disk_problems(src)
     if not (root / patch_series.SERIES).exists():
         problems.append("patches/series is missing: run tools/sync_patches.py")
@@ -211,17 +260,23 @@ def _check_remote(upstream: patch_series.Upstream) -> Optional[str]:
 
 
 def _clone(plan: Plan, upstream: patch_series.Upstream) -> None:
+    # Clone next to the target and rename when complete, so an interrupted
+    # clone is never mistaken for a checkout by the next run.
+    partial = plan.src.with_name(plan.src.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
     plan.src.parent.mkdir(parents=True, exist_ok=True)
     print(f"==> cloning {upstream.url} {upstream.tag} with submodules "
           f"into {plan.src}", flush=True)
     cmd = ["git", "clone", "--progress", "--depth", "1", "--branch",
            upstream.tag, "--recurse-submodules", "--shallow-submodules",
-           "--jobs", "8", upstream.url, str(plan.src)]
-    if subprocess.run(cmd, check=False).returncode != 0:
+           "--jobs", "8", upstream.url]
+    if subprocess.run([*cmd, str(partial)], check=False).returncode != 0:
         raise SystemExit(
             f"build_wheel: cloning {upstream.url} failed (network?). Clone "
-            f"it elsewhere with:\n  {' '.join(cmd[:-1])} pytorch\nthen run "
+            f"it elsewhere with:\n  {' '.join(cmd)} pytorch\nthen run "
             "./build.sh wheel --pytorch-src pytorch")
+    partial.rename(plan.src)
 
 
 def _applied_subjects(src: Path, commit: str) -> list[str]:
@@ -320,6 +375,7 @@ def _build(plan: Plan) -> list[Path]:
 
 def _print_plan(plan: Plan, upstream: patch_series.Upstream, root: Path) -> None:
     print(f"base      {upstream.tag} {upstream.commit}")
+    print(f"backend   {plan.backend} (arch {plan.arch_list})")
     print(f"source    {plan.src} ({'clone with submodules' if plan.clone else 'existing checkout'})")
     for patch in _series_files(root) if (root / patch_series.SERIES).exists() else []:
         print(f"patch     {patch.name}")
@@ -335,7 +391,8 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
         print(f"{key.ljust(width)}  {value}")
 
 
-def main(argv: Optional[list[str]] = None, root: Path = patch_series.REPO) -> int:
+def main(argv: Optional[list[str]] = None, root: Path = patch_series.REPO,
+         which: Which = shutil.which) -> int:
     parser = argparse.ArgumentParser(description="Build a patched PyTorch wheel.")
     parser.add_argument("--pytorch-src", type=Path,
                         help="existing PyTorch checkout at the pinned tag")
@@ -349,8 +406,8 @@ def main(argv: Optional[list[str]] = None, root: Path = patch_series.REPO) -> in
                         "print the plan; build nothing")
     args = parser.parse_args(argv)
     upstream = patch_series.load_upstream(root)
-    plan = make_plan(args, root)
-    if plan.clone:
+    plan = make_plan(args, root, which=which)
+    if plan.clone and which("git") is not None:
         remote = _check_remote(upstream)
         if remote:
             plan.problems.append(remote)

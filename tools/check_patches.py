@@ -4,6 +4,8 @@ Usage: python3 tools/check_patches.py [--pytorch-src DIR] [--strict] [--root DIR
 
 Fails (exit 1) when:
   * a file under aten/ is in no patch, or in several (patches/files.toml);
+  * a patch in the series carries no tests, or names a test file that does
+    not exist;
   * patches/*.patch or patches/series differ from what tools/sync_patches.py
     generates from aten/, test/ and patches/edits/;
   * a new aten/ file sits where upstream's CMake globs do not look, or a
@@ -408,6 +410,10 @@ def _check_derivatives(tree: Path, native_yaml: Path, tags: Path,
 def _check_pytorch_src(src: Path, root: Path, series: Series,
                        report: Report) -> None:
     errors = []
+    if not src.is_dir():
+        report.result("git apply --check on checkout",
+                      [f"--pytorch-src {src} does not exist"], "")
+        return
     head = _run(["git", "rev-parse", "HEAD"], src)
     if head.returncode != 0:
         report.result("git apply --check on checkout",
@@ -487,7 +493,7 @@ def run_checks(root: Path, pytorch_src: Optional[Path], strict: bool) -> Report:
     except (OSError, ValueError, KeyError) as exc:
         report.result("patches/files.toml and patches/UPSTREAM", [str(exc)], "")
         return report
-    report.result("every aten/ file in exactly one patch", series.problems,
+    report.result("aten/ files in one patch each, tests", series.problems,
                   f"{sum(len(p.new_files) for p in series.patches)} new file(s)")
     report.notes.extend(series.notes)
     for patch in series.patches:

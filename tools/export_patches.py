@@ -7,7 +7,10 @@ Usage:
 Every patch gets a PR description (dist/patches/NNNN-slug.md): motivation,
 what changed (files and line counts), test plan, and measured numbers taken
 from results/ files matching the patch's `results` patterns in
-patches/files.toml ("no measurements yet" when there are none). With
+patches/files.toml (grouped-mm benchmark runs are summarised as geometric
+means per dtype and pass; results/history and results/logs only when named
+by path), followed by its `results_note`; "No measurements yet" and the note
+when there are none. With
 --branches, DIR gets branches overlap/NNNN-slug, each stacked on the previous
 one from the pinned commit, ready to push and open as PRs.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -27,24 +31,101 @@ import patch_series  # noqa: E402
 from patch_series import BuiltPatch, Series  # noqa: E402
 
 _MAX_RESULT_LINES = 20
+# Older runs and raw logs: the PR quotes the current results only.
+_SKIPPED_RESULT_DIRS = ("history", "logs")
 
 
 def _result_files(root: Path, patch: BuiltPatch) -> list[Path]:
     results = root / "results"
     found: set[Path] = set()
     for pattern in patch.spec.results:
-        found.update(p for p in results.rglob(pattern) if p.is_file())
+        if "/" in pattern:  # a path under results/, taken as given
+            found.update(p for p in results.glob(pattern) if p.is_file())
+            continue
+        for path in results.rglob(pattern):
+            rel = path.relative_to(results).parts
+            if path.is_file() and rel[0] not in _SKIPPED_RESULT_DIRS:
+                found.add(path)
     return sorted(found)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def _table(rows: list[dict], columns: Optional[list[str]] = None) -> list[str]:
+    """A Markdown table of dict rows (scalar columns only)."""
+    if not rows:
+        return []
+    columns = columns or [k for k, v in rows[0].items()
+                          if isinstance(v, (int, float, str, bool))]
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "---|" * len(columns)]
+    for row in rows[:_MAX_RESULT_LINES * 2]:
+        lines.append("| " + " | ".join(_fmt(row.get(c, "")) for c in columns)
+                     + " |")
+    if len(rows) > _MAX_RESULT_LINES * 2:
+        lines.append(f"| ({len(rows) - _MAX_RESULT_LINES * 2} more rows) |")
+    return lines
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _grouped_mm_summary(data: dict) -> list[str]:
+    """Geometric means per dtype and pass of a tools/bench_grouped_mm.py run
+    (ours vs stock, both vs the floor), the worst row, and the checks."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in data["rows"]:
+        if row.get("ours_us") and row.get("stock_us") and row.get("floor_us"):
+            groups.setdefault((row["dtype"], row["pass"]), []).append(row)
+    lines = [f"Run: {data.get('gpu', '?')}, torch {data.get('torch', '?')}, "
+             f"{data.get('timestamp', '?')}; `{data.get('command', '?')}`. "
+             "Geometric means over every case x distribution; ours/stock "
+             "< 1 means faster.", "",
+             "| dtype | pass | rows | ours/floor | stock/floor | ours/stock "
+             "| worst ours/stock | checks passed |",
+             "|---|---|---:|---:|---:|---:|---|---:|"]
+    for (dtype, pass_), rows in sorted(groups.items()):
+        ratio = [r["ours_us"] / r["stock_us"] for r in rows]
+        worst = max(rows, key=lambda r: r["ours_us"] / r["stock_us"])
+        passed = sum(r.get("ours_check") == "pass" for r in rows)
+        lines.append(
+            f"| {dtype} | {pass_} | {len(rows)} | "
+            f"{_geomean([r['ours_us'] / r['floor_us'] for r in rows]):.2f} | "
+            f"{_geomean([r['stock_us'] / r['floor_us'] for r in rows]):.2f} | "
+            f"{_geomean(ratio):.2f} | "
+            f"{worst['ours_us'] / worst['stock_us']:.2f} ({worst['case']} "
+            f"{worst.get('dist', '')}) | {passed}/{len(rows)} |")
+    return lines
 
 
 def _summarise_json(data: object) -> list[str]:
     if isinstance(data, dict):
-        for key in ("summary", "geomean", "table"):
-            if key in data:
-                return _summarise_json(data[key])
+        if isinstance(data.get("rows"), list) and data["rows"] and all(
+                k in data["rows"][0] for k in ("ours_us", "stock_us", "floor_us")):
+            return _grouped_mm_summary(data)
+        meta = data.get("meta")
+        head = ([", ".join(f"{k}: {_fmt(v)}" for k, v in meta.items()
+                           if isinstance(v, (int, float, str))), ""]
+                if isinstance(meta, dict) else [])
+        for key in ("summary", "best", "geomean", "table"):
+            value = data.get(key)
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                return head + _table(value)
+            if isinstance(value, dict) and value and all(
+                    isinstance(v, dict) for v in value.values()):
+                return head + _table([{"name": k, **v} for k, v in value.items()])
+            if value is not None:
+                return head + _summarise_json(value)
         return [f"| {k} | {v} |" for k, v in data.items()
                 if isinstance(v, (int, float, str, bool))][:_MAX_RESULT_LINES]
     if isinstance(data, list):
+        if data and all(isinstance(item, dict) for item in data):
+            return _table(data)
         return [f"- {json.dumps(item)[:160]}" for item in data[:_MAX_RESULT_LINES]]
     return [str(data)]
 
@@ -52,22 +133,33 @@ def _summarise_json(data: object) -> list[str]:
 def measurements(root: Path, patch: BuiltPatch) -> str:
     """Markdown for the measured numbers of one patch, from results/."""
     files = _result_files(root, patch)
-    if not files:
-        return "No measurements yet.\n"
+    summarised = {p.with_suffix("") for p in files if p.suffix == ".json"}
     parts = []
+    links = []
     for path in files:
         rel = path.relative_to(root).as_posix()
         if path.suffix == ".json":
             try:
                 lines = _summarise_json(json.loads(path.read_text()))
-            except ValueError as exc:
-                lines = [f"(unreadable JSON: {exc})"]
+            except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+                lines = [f"(could not summarise: {exc})"]
+            parts.append(f"From `{rel}`:\n\n" + "\n".join(lines) + "\n")
         elif path.suffix in (".md", ".txt", ".csv"):
+            if path.with_suffix("") in summarised:
+                links.append(f"`{rel}`")
+                continue
             lines = path.read_text().splitlines()[:_MAX_RESULT_LINES]
-        else:
-            continue
-        parts.append(f"From `{rel}`:\n\n" + "\n".join(lines) + "\n")
-    return "\n".join(parts) if parts else "No measurements yet.\n"
+            parts.append(f"From `{rel}`:\n\n" + "\n".join(lines) + "\n")
+        elif path.suffix in (".png", ".svg"):
+            links.append(f"`{rel}`")
+    if links:
+        parts.append("Full tables and plots: " + ", ".join(links) + ".\n")
+    note = patch.spec.results_note
+    if not parts:
+        return "No measurements yet." + (f" {note}" if note else "") + "\n"
+    if note:
+        parts.append(note + "\n")
+    return "\n".join(parts)
 
 
 def pr_description(root: Path, series: Series, patch: BuiltPatch) -> str:
@@ -139,6 +231,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.branches and args.pytorch_src is None:
         parser.error("--branches needs --pytorch-src DIR")
+    if args.branches and not (args.pytorch_src / ".git").exists():
+        parser.error(f"--pytorch-src {args.pytorch_src} is not a git checkout")
     root = args.root.resolve()
     series = patch_series.build_series(root)
     out = args.out or root / "dist" / "patches"

@@ -56,7 +56,7 @@ for stage in "$@"; do
       ;;
     sanitize)
       compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
-        python3 -m pytest -q -x test/test_grouped_mm.py -k "CUDA and (2d_3d or bad or many)" \
+        python3 -m pytest -q -x test/test_grouped_mm_cuda.py -k "2d_3d or bad or many" \
         2>&1 | tee "$OUT/sanitize.log" | tail -15
       ;;
     carveout)
@@ -68,7 +68,7 @@ for stage in "$@"; do
     moe)
       # MoE FFN layer, ours vs stock, eager and compiled; each (layer, impl)
       # in its own process (a stock device-side assert stays contained).
-      python3 -m pytest -q test/test_grouped_mm.py -k "moe_step" 2>&1 \
+      python3 -m pytest -q test/test_grouped_mm_autograd.py -k "moe_step" 2>&1 \
         | tee "$OUT/moe/moe_test.log" | tail -15
       # The device tool kills a command at 600 s, and then nothing comes
       # back: stop the bench (its JSON is written after every row) in time

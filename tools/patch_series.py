@@ -61,6 +61,8 @@ class PatchSpec:
     edits: Optional[str]  # path relative to patches/
     requires: tuple[str, ...]  # repo paths that must exist to emit the patch
     results: tuple[str, ...]  # glob patterns under results/
+    # Said in the PR description when results/ has nothing for the patch.
+    results_note: str = ""
 
     @property
     def filename(self) -> str:
@@ -169,6 +171,7 @@ def load_specs(root: Path = REPO) -> tuple[dict, list[PatchSpec]]:
             edits=entry.get("edits"),
             requires=tuple(entry.get("requires", [])),
             results=tuple(entry.get("results", [])),
+            results_note=str(entry.get("results_note", "")).strip(),
         ))
     specs.sort(key=lambda s: s.number)
     numbers = [s.number for s in specs]
@@ -298,6 +301,27 @@ def _build_patch(root: Path, spec: PatchSpec, sources: list[str]
     return BuiltPatch(spec, new_files, edits, pending), problems
 
 
+def _test_problems(root: Path, patch: BuiltPatch,
+                   notes: list[str]) -> list[str]:
+    """Each patch in the series carries its own tests: a mapped test file
+    that does not exist, or no test at all, fails (a pending patch only gets
+    a note)."""
+    spec = patch.spec
+    missing = [src for src, _ in spec.tests if not (root / src).is_file()]
+    problems = []
+    if missing:
+        message = (f"{spec.filename}: test file(s) {', '.join(missing)} "
+                   f"named in {MAPPING} do not exist")
+        problems.append(message)
+    if not spec.tests:
+        problems.append(f"{spec.filename} carries no tests: add its test "
+                        f"files to `tests` in {MAPPING}")
+    if patch.pending is not None:
+        notes.extend(problems)
+        return []
+    return problems
+
+
 def build_series(root: Path = REPO) -> Series:
     """Reads the mapping and the sources; returns the series in memory."""
     upstream = load_upstream(root)
@@ -309,15 +333,12 @@ def build_series(root: Path = REPO) -> Series:
     for path in _tracked_files(root, TEST_ROOT):
         if path.endswith(".py") and path not in mapped_tests:
             notes.append(f"{path} is in no patch (extension/tooling test?)")
-    for spec in specs:
-        for src, _ in spec.tests:
-            if not (root / src).is_file():
-                notes.append(f"{spec.filename}: test {src} does not exist yet")
     patches = []
     for spec in specs:
         built, extra = _build_patch(root, spec, owned[spec.number])
         problems.extend(extra)
         patches.append(built)
+        problems.extend(_test_problems(root, built, notes))
     return Series(upstream=upstream, author=str(meta.get("author", "")),
                   date=str(meta.get("date", "")), patches=patches,
                   problems=problems, notes=notes)

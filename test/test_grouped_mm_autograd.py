@@ -1,0 +1,338 @@
+# Owner(s): ["module: autograd"]
+"""Autograd, fake/meta kernels and torch.compile of _grouped_mm.
+
+Gradients of self, mat2 and bias in every layout against a float64
+reference (gradcheck on the CPU), with expanded upstream gradients such as
+the one out.sum().backward() produces; opcheck (fake tensor, autograd
+registration); torch.compile(fullgraph=True) forward and backward; and a
+whole MoE forward + backward step, eager and, on CUDA, without host syncs
+and captured in one CUDA graph replayed with new routing. Same mode
+detection as test_grouped_mm.py (extension or patched wheel).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from torch.testing._internal.common_device_type import (
+    dtypes,
+    instantiate_device_type_tests,
+    onlyCPU,
+    onlyCUDA,
+)
+from torch.testing._internal.common_utils import parametrize, run_tests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grouped_mm_reference import make_offsets, tolerance  # noqa: E402
+from test_grouped_mm import (  # noqa: E402
+    _grouped_mm,
+    _OP,
+    _randn,
+    GroupedMMTestCase,
+    needs_extension,
+    overlap_ops,
+)
+
+
+class TestGroupedMMAutograd(GroupedMMTestCase):
+    @dtypes(torch.bfloat16)
+    def test_opcheck(self, device, dtype):
+        sizes = [3, 0, 5]
+        offs = make_offsets(sizes, device)
+        cases = [
+            (_randn(8, 16, device=device, dtype=dtype),
+             _randn(3, 16, 8, device=device, dtype=dtype), offs, None, None),
+            (_randn(3, 8, 16, device=device, dtype=dtype),
+             _randn(16, 8, device=device, dtype=dtype), offs, None, None),
+            (_randn(8, 8, device=device, dtype=dtype),
+             _randn(8, 16, device=device, dtype=dtype), offs,
+             torch.randn(3, 16, device=device, dtype=dtype), torch.float32),
+        ]
+        for a, b, o, bias, out_dtype in cases:
+            torch.library.opcheck(_OP.default,
+                                  (a, b, o, bias, out_dtype))
+
+    @dtypes(torch.float32)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_backward_matches_reference(self, device, dtype, layout):
+        sizes = [4, 0, 7, 3]
+        groups = len(sizes)
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 2  # a tail that must get zero gradient
+        shapes = {
+            "2d_3d": ((total, 12), (groups, 12, 10)),
+            "3d_2d": ((groups, 9, 12), (12, total)),
+            "2d_2d": ((9, total), (total, 10)),
+            "3d_3d": ((groups, 9, 12), (groups, 12, 10)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        with_bias = layout in ("2d_3d", "2d_2d", "3d_3d")
+        a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
+        b = _randn(*shapes[1], device=device, dtype=dtype).requires_grad_()
+        bias = (torch.randn(groups, shapes[1][-1], device=device, dtype=dtype)
+                .requires_grad_() if with_bias else None)
+        out = _grouped_mm(a, b, offs, bias)
+        # sum() gives an expanded, zero-stride gradient: upstream fails here.
+        (out * 1.5).sum().backward()
+
+        a64 = a.detach().cpu().double().requires_grad_()
+        b64 = b.detach().cpu().double().requires_grad_()
+        bias64 = (bias.detach().cpu().double().requires_grad_()
+                  if with_bias else None)
+        (reference_grouped_mm_autograd(a64, b64, offs, bias64) * 1.5).sum() \
+            .backward()
+        tol = tolerance(dtype, self.device_type)
+        for got, want in ((a.grad, a64.grad), (b.grad, b64.grad)) + (
+                ((bias.grad, bias64.grad),) if with_bias else ()):
+            self.assertFalse(got.isnan().any().item())
+            err = ((got.cpu().double() - want).norm() / want.norm()).item()
+            self.assertLessEqual(err, tol)
+
+    @onlyCPU
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_gradcheck_float64(self, device, layout):
+        sizes = [2, 0, 3]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 1
+        shapes = {
+            "2d_3d": ((total, 4), (3, 4, 5)),
+            "3d_2d": ((3, 4, 5), (5, total)),
+            "2d_2d": ((4, total), (total, 5)),
+            "3d_3d": ((3, 4, 5), (3, 5, 2)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        a = torch.randn(*shapes[0], dtype=torch.float64, requires_grad=True)
+        b = torch.randn(*shapes[1], dtype=torch.float64, requires_grad=True)
+        args = [a, b, offs]
+        if layout != "3d_2d":
+            n = shapes[1][-1]
+            args.append(torch.randn(3, n, dtype=torch.float64,
+                                    requires_grad=True))
+        self.assertTrue(torch.autograd.gradcheck(
+            lambda *t: _grouped_mm(*t), tuple(args)))
+
+    @onlyCPU
+    @parametrize("dynamic", [False, True])
+    def test_compile_fullgraph_forward_backward(self, device, dynamic):
+        def step(x, w, offs):
+            out = _grouped_mm(x, w, offs)
+            return out.float().square().sum()
+
+        compiled = torch.compile(step, fullgraph=True, dynamic=dynamic,
+                                 backend="aot_eager")
+        for sizes in ([3, 0, 5], [4, 4, 1]):
+            offs = make_offsets(sizes, device)
+            x = torch.randn(9, 8, dtype=torch.float16, requires_grad=True)
+            w = torch.randn(3, 8, 6, dtype=torch.float16, requires_grad=True)
+            loss = compiled(x, w, offs)
+            loss.backward()
+            x2 = x.detach().clone().requires_grad_()
+            w2 = w.detach().clone().requires_grad_()
+            step(x2, w2, offs).backward()
+            self.assertEqual(loss, step(x2.detach(), w2.detach(), offs))
+            self.assertEqual(x.grad, x2.grad)
+            self.assertEqual(w.grad, w2.grad)
+
+    @needs_extension
+    @onlyCPU
+    @parametrize("dtype_name", ["float16", "float32", "bfloat16"])
+    def test_compile_routed_torch_grouped_mm(self, device, dtype_name):
+        # Stock's meta kernel rejects fp16/fp32 and unaligned strides; with
+        # routing on, torch._grouped_mm traces in every dtype.
+        dtype = getattr(torch, dtype_name)
+
+        def step(x, w, offs):
+            return torch._grouped_mm(x, w, offs)
+
+        offs = make_offsets([3, 0, 6], device)
+        x = torch.randn(9, 8, dtype=dtype, requires_grad=True)
+        w = torch.randn(3, 8, 6, dtype=dtype, requires_grad=True)
+        with overlap_ops.routed_torch_grouped_mm():
+            out = torch.compile(step, fullgraph=True, backend="aot_eager")(
+                x, w, offs)
+            out.float().sum().backward()
+            self.assertEqual(out, step(x.detach(), w.detach(), offs))
+        self.assertEqual(x.grad.shape, x.shape)
+        self.assertEqual(w.grad.shape, w.shape)
+        stock_meta = torch.ops.aten._grouped_mm.default.py_kernels.get(
+            torch._C.DispatchKey.Meta)
+        self.assertIsNot(stock_meta, overlap_ops._fake._grouped_mm_fake)
+
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_moe_step_matches_reference(self, device, dtype):
+        # The MoE step the graph tests capture, eager, on every device.
+        static = _MoEStepInputs.make(device, dtype)
+        static.route([1, 0, 2, 1, 1, 0])
+        out, grads = static.step()
+        static.check(self, out, grads)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_moe_step_graph_replay(self, device, dtype):
+        # A whole MoE forward + backward (routing on the device, grouped w13,
+        # SwiGLU, grouped w2, combine, autograd.grad) in one CUDA graph,
+        # replayed after new routing (new offsets, empty experts) and new
+        # data were copied into the static inputs.
+        static = _MoEStepInputs.make(device, dtype)
+        static.route([1, 1, 1, 1, 1, 1])
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up outside capture, as autograd needs
+                static.step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out, grads = static.step()
+        for seed, weights in enumerate(([1, 1, 1, 1, 1, 1],
+                                        [0, 4, 1, 0, 9, 1],
+                                        [5, 0, 0, 1, 0, 0.2])):
+            static.route(weights, seed=seed + 1)
+            graph.replay()
+            torch.cuda.synchronize()
+            static.check(self, out, grads)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float16, torch.float32)
+    def test_moe_step_no_host_sync(self, device, dtype):
+        static = _MoEStepInputs.make(device, dtype)
+        static.route([0, 4, 1, 0, 9, 1])
+        static.step()  # first-call setup (handles, workspaces) may sync
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out, grads = static.step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        static.check(self, out, grads)
+
+
+def reference_grouped_mm_autograd(a, b, offs, bias):
+    """Differentiable float64 reference (same math as reference_grouped_mm)."""
+    ends = [] if offs is None else offs.cpu().tolist()
+    starts = [0] + ends[:-1]
+    if a.dim() == 2 and b.dim() == 3:
+        pieces = [a[s:e] @ b[g] + (bias[g] if bias is not None else 0)
+                  for g, (s, e) in enumerate(zip(starts, ends))]
+        tail = a[ends[-1]:] @ b[0] * 0
+        return torch.cat(pieces + [tail])
+    if a.dim() == 3 and b.dim() == 2:
+        pieces = [a[g] @ b[:, s:e] for g, (s, e) in enumerate(zip(starts, ends))]
+        return torch.cat(pieces + [a[0] @ b[:, ends[-1]:] * 0], dim=1)
+    if a.dim() == 2 and b.dim() == 2:
+        return torch.stack([
+            a[:, s:e] @ b[s:e] + (bias[g] if bias is not None else 0)
+            for g, (s, e) in enumerate(zip(starts, ends))])
+    out = a @ b
+    return out + bias.unsqueeze(1) if bias is not None else out
+
+
+
+def moe_forward(x, top_e, top_p, w13, w2, grouped_mm):
+    """MoE FFN with the routing decided: x (T, D), top_e / top_p (T, k)
+    experts and weights, w13 (G, D, 2H), w2 (G, H, D) -> (T, D).
+
+    Permutation on the device (stable argsort, scatter_add counts, int32
+    cumsum offsets), grouped w13, SwiGLU, grouped w2, weighted combine.
+    """
+    tokens, top_k = top_e.shape
+    groups, hidden = w13.shape[0], w2.shape[1]
+    flat = top_e.reshape(-1)
+    order = flat.argsort(stable=True)
+    counts = torch.zeros(groups, dtype=torch.int64, device=x.device)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))
+    offs = counts.cumsum(0).to(torch.int32)
+    h = grouped_mm(x.index_select(0, order // top_k), w13, offs)
+    h = torch.nn.functional.silu(h[:, :hidden]) * h[:, hidden:]
+    y = grouped_mm(h, w2, offs)
+    rows = torch.arange(order.numel(), device=x.device)
+    row_of_slot = torch.empty_like(order).index_copy_(0, order, rows)
+    per_slot = y.index_select(0, row_of_slot).view(tokens, top_k, -1)
+    return (per_slot * top_p.unsqueeze(-1).to(y.dtype)).sum(1)
+
+
+class _MoEStepInputs:
+    """Static inputs of one MoE training step, refilled in place by route()
+    so that a captured CUDA graph sees new routing and new data."""
+
+    kTokens, kDim, kHidden, kExperts, kTopK = 24, 32, 16, 6, 2
+
+    @classmethod
+    def make(cls, device, dtype):
+        self = cls()
+        self.dtype = dtype
+        t, d, h, e, k = (cls.kTokens, cls.kDim, cls.kHidden, cls.kExperts,
+                         cls.kTopK)
+        self.x = torch.randn(t, d, device=device, dtype=dtype,
+                             requires_grad=True)
+        self.w13 = (torch.randn(e, d, 2 * h, device=device, dtype=dtype)
+                    * d ** -0.5).requires_grad_()
+        self.w2 = (torch.randn(e, h, d, device=device, dtype=dtype)
+                   * h ** -0.5).requires_grad_()
+        self.top_e = torch.zeros(t, k, device=device, dtype=torch.int64)
+        self.top_p = torch.zeros(t, k, device=device, dtype=torch.float32)
+        self.dout = torch.randn(t, d, device=device, dtype=dtype)
+        return self
+
+    def route(self, expert_weights, seed=0):
+        """New experts (drawn without replacement, weight 0 = never chosen),
+        router weights and data, copied into the static tensors."""
+        gen = torch.Generator().manual_seed(seed)
+        w = torch.tensor(expert_weights, dtype=torch.float64)
+        top_e = torch.multinomial(w.expand(self.kTokens, -1), self.kTopK,
+                                  generator=gen)
+        top_p = torch.rand(self.kTokens, self.kTopK, generator=gen)
+        with torch.no_grad():
+            self.top_e.copy_(top_e)
+            self.top_p.copy_(top_p)
+            self.x.copy_(torch.randn(self.x.shape, generator=gen))
+            self.dout.copy_(torch.randn(self.dout.shape, generator=gen))
+
+    def step(self):
+        """Forward + backward: (out, (dx, dw13, dw2))."""
+        out = moe_forward(self.x, self.top_e, self.top_p, self.w13, self.w2,
+                          _grouped_mm)
+        grads = torch.autograd.grad(out, (self.x, self.w13, self.w2),
+                                    self.dout)
+        return out, grads
+
+    def check(self, testcase, out, grads):
+        """out and grads vs float64 on the CPU; expert weight gradients per
+        group (exact zeros for an expert no token chose)."""
+        leaves = [t.detach().cpu().double().requires_grad_()
+                  for t in (self.x, self.w13, self.w2)]
+        top_e, top_p = self.top_e.cpu(), self.top_p.cpu().double()
+        ref = moe_forward(leaves[0], top_e, top_p, leaves[1], leaves[2],
+                          lambda a, b, o: reference_grouped_mm_autograd(
+                              a, b, o, None))
+        ref_grads = torch.autograd.grad(ref, leaves,
+                                        self.dout.cpu().double())
+        tol = 3 * tolerance(self.dtype, out.device.type)
+        chosen = torch.bincount(top_e.flatten(), minlength=self.kExperts)
+        for name, got, want in (("out", out, ref), ("dx", grads[0],
+                                                    ref_grads[0])):
+            got = got.detach().cpu().double()
+            err = ((got - want).norm() / want.norm()).item()
+            testcase.assertLessEqual(err, tol, f"{name}: {err:.3e}")
+        for name, got, want in (("dw13", grads[1], ref_grads[1]),
+                                ("dw2", grads[2], ref_grads[2])):
+            got = got.cpu().double()
+            for g in range(self.kExperts):
+                if chosen[g] == 0:
+                    testcase.assertTrue(bool((got[g] == 0).all()),
+                                        f"{name} expert {g}: expected zeros")
+                    continue
+                err = ((got[g] - want[g]).norm() / want[g].norm()).item()
+                testcase.assertLessEqual(err, tol,
+                                         f"{name} expert {g}: {err:.3e}")
+
+
+instantiate_device_type_tests(TestGroupedMMAutograd, globals(),
+                              only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,177 @@
+# Owner(s): ["module: cuda"]
+"""Tests for the sync-free CUDA _grouped_mm kernels (device offsets).
+
+The contract tests of test_grouped_mm.py, instantiated for CUDA, plus what
+only a GPU shows: no host synchronisation in any dtype or layout
+(set_sync_debug_mode("error")), CUDA graph replay after the offsets are
+overwritten in place, the launched grid under the SM carveout, bad offsets
+that never fault, and checked mode. Same mode detection as
+test_grouped_mm.py (extension or patched wheel). Nothing here runs without
+a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from torch.testing._internal.common_device_type import (
+    dtypes,
+    instantiate_device_type_tests,
+)
+from torch.testing._internal.common_utils import parametrize, run_tests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grouped_mm_reference import (  # noqa: E402
+    assert_matches_reference,
+    group_sizes,
+    make_offsets,
+    reference_grouped_mm,
+    tolerance,
+)
+from launched_kernels import launched_kernels  # noqa: E402
+from test_grouped_mm import (  # noqa: E402
+    _grouped_mm,
+    _randn,
+    DTYPES,
+    GroupedMMTestCase,
+    make_contract_tests,
+    needs_extension,
+    overlap_ops,
+)
+
+# The contract tests (layouts, dtypes, bias, out_dtype, zeroed tail, empty
+# and > 1024 groups, odd strides) on CUDA: TestGroupedMMCUDA.
+TestGroupedMM = make_contract_tests()
+
+
+class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
+    """What only the CUDA kernels promise: no host sync, CUDA graph replay
+    with new offsets, the carveout's grid bound, no fault on bad offsets."""
+
+    @dtypes(*DTYPES)
+    def test_no_host_sync(self, device, dtype):
+        sizes = [5, 0, 12, 3]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        calls = [
+            (_randn(total, 32, device=device, dtype=dtype),
+             _randn(4, 32, 16, device=device, dtype=dtype), offs),
+            (_randn(4, 16, 32, device=device, dtype=dtype),
+             _randn(32, total, device=device, dtype=dtype), offs),
+            (_randn(16, total, device=device, dtype=dtype),
+             _randn(total, 24, device=device, dtype=dtype), offs),
+            (_randn(4, 16, 32, device=device, dtype=dtype),
+             _randn(4, 32, 24, device=device, dtype=dtype), None),
+        ]
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            outs = [_grouped_mm(a, b, o) for a, b, o in calls]
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        for (a, b, o), out in zip(calls, outs):
+            assert_matches_reference(self, out, reference_grouped_mm(a, b, o),
+                                     a.dim(), b.dim(), o,
+                                     tolerance(dtype, self.device_type))
+
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("layout", ["2d_3d", "2d_2d"])
+    def test_graph_replay_after_offsets_change(self, device, dtype, layout):
+        groups = 8
+        first = group_sizes("balanced", 256, groups)
+        second = group_sizes("skewed", 256, groups, seed=3)
+        offs = make_offsets(first, device)
+        if layout == "2d_3d":
+            a = _randn(256, 64, device=device, dtype=dtype)
+            b = _randn(groups, 64, 48, device=device, dtype=dtype)
+        else:
+            a = _randn(32, 256, device=device, dtype=dtype)
+            b = _randn(256, 48, device=device, dtype=dtype)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            _grouped_mm(a, b, offs)  # warm-up outside capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = _grouped_mm(a, b, offs)
+        offs.copy_(make_offsets(second, device))
+        a.copy_(torch.randn_like(a))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_matches_reference(self, out, reference_grouped_mm(a, b, offs),
+                                 a.dim(), b.dim(), offs,
+                                 tolerance(dtype, self.device_type))
+
+    @dtypes(torch.bfloat16, torch.float16, torch.float32)
+    @parametrize("carveout", [8, 16, 32, 66])
+    def test_carveout_limits_grid(self, device, dtype, carveout):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        sizes = group_sizes("skewed", 4096, 16)
+        a = _randn(4096, 256, device=device, dtype=dtype)
+        b = _randn(16, 256, 512, device=device, dtype=dtype)
+        offs = make_offsets(sizes, device)
+        grids = _launched_grids(lambda: _grouped_mm(a, b, offs),
+                                carveout=carveout)
+        self.assertTrue(grids, "no kernel was traced")
+        for name, blocks in grids:
+            self.assertLessEqual(blocks, sms - carveout, name)
+        grids = _launched_grids(lambda: _grouped_mm(a, b, offs), carveout=0)
+        self.assertEqual(max(blocks for _, blocks in grids) <= sms, True)
+
+    def test_carveout_out_of_range_raises(self, device):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        a = _randn(8, 16, device=device, dtype=torch.bfloat16)
+        b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
+        offs = make_offsets([3, 5], device)
+        torch._C._set_sm_carveout_experimental(sms)
+        try:
+            with self.assertRaisesRegex(RuntimeError, r"0 <= k < \d+"):
+                _grouped_mm(a, b, offs)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    @dtypes(torch.bfloat16)
+    def test_bad_offsets_do_not_crash(self, device, dtype):
+        a = _randn(64, 32, device=device, dtype=dtype)
+        b = _randn(4, 32, 16, device=device, dtype=dtype)
+        for values in ([10, 5, 64, 64], [-7, 20, 30, 40], [10, 20, 30, 500],
+                       [2**31 - 1, 0, -5, 10]):
+            offs = torch.tensor(values, device=device, dtype=torch.int32)
+            out = _grouped_mm(a, b, offs)
+            torch.cuda.synchronize()
+            self.assertEqual(out.shape, (64, 16))
+        # The context is still alive and correct afterwards.
+        offs = make_offsets([16, 16, 16, 16], device)
+        self._run_and_check(a, b, offs)
+
+    @needs_extension
+    @dtypes(torch.bfloat16)
+    def test_checked_mode_names_the_group(self, device, dtype):
+        a = _randn(64, 32, device=device, dtype=dtype)
+        b = _randn(4, 32, 16, device=device, dtype=dtype)
+        offs = torch.tensor([10, 30, 20, 64], device=device, dtype=torch.int32)
+        with overlap_ops.checked_offsets():
+            with self.assertRaisesRegex(
+                    RuntimeError, r"offs\[2\] = 20 is less than offs\[1\] = 30"):
+                _grouped_mm(a, b, offs)
+
+
+def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
+    """launched_kernels(fn) with the SM carveout set to carveout."""
+    torch._C._set_sm_carveout_experimental(carveout or None)
+    try:
+        return launched_kernels(fn)
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+
+
+# CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
+instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
+instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
+                              only_for=("cuda",))
+
+if __name__ == "__main__":
+    run_tests()
