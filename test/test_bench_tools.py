@@ -33,6 +33,12 @@ import bench_grouped_mm as bench  # noqa: E402
 import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 
+try:
+    import overlap_ops  # noqa: F401
+    HAS_EXTENSION = True
+except ImportError:  # a patched PyTorch wheel
+    HAS_EXTENSION = False
+
 _SUITES = [REPO / "bench" / "moe_shapes.json",
            REPO / "bench" / "moe_shapes_extra.json"]
 _SHARED_SUITE = REPO.parent / "shared" / "bench" / "moe_shapes.json"
@@ -437,6 +443,8 @@ class TestReport(TestCase):
             self.assertFalse((Path(tmp) / report.PNG_NAME).exists())
 
 
+@unittest.skipIf(not HAS_EXTENSION, "the benchmark times overlap_ops "
+                 "against stock torch._grouped_mm (extension mode only)")
 class TestBenchLoop(TestCase):
     """The whole run loop on CPU: timer, GPU queries and peaks faked."""
 

@@ -5,6 +5,12 @@ CPU tests cover the policy (aten/src/ATen/cuda/SMCarveout.h, through private
 ops) and the context manager's bookkeeping: the context setting and the
 dispatcher routes it changes, restored on exit and after an exception.
 
+Mode by feature detection: with overlap_ops installed the CUDA tests run
+inside overlap_ops.sm_carveout(k); without it (a wheel built by
+`./build.sh wheel`) they set torch._C._set_sm_carveout_experimental(k)
+directly, which the patched wheel honours in every GEMM, and the tests of
+the extension's own API (private policy ops, the context manager) skip.
+
 CUDA tests check, for mm, addmm, linear, bmm, baddbmm, fp32 mm, _scaled_mm
 (fp8) and _grouped_mm, that the launched grid (args.grid in the profiler's
 chrome trace) leaves k SMs free for k in {8, 16, 32, 66}, and that results
@@ -28,11 +34,12 @@ and are left out of the check.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 import unittest
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
@@ -45,13 +52,20 @@ from torch.testing._internal.common_device_type import (
 )
 from torch.testing._internal.common_utils import parametrize, run_tests, TestCase
 
-import overlap_ops
-from overlap_ops import carveout as carveout_mod
+try:
+    import overlap_ops
+    from overlap_ops import carveout as carveout_mod
+except ImportError:  # a patched PyTorch wheel: the carveout is built in
+    overlap_ops = None
+    carveout_mod = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launched_kernels import launched_kernels  # noqa: E402
 
-HAS_CUDA_KERNELS = overlap_ops.has_cuda_kernels()
+HAS_EXTENSION = overlap_ops is not None
+HAS_CUDA_KERNELS = not HAS_EXTENSION or overlap_ops.has_cuda_kernels()
+needs_extension = unittest.skipIf(
+    not HAS_EXTENSION, "tests overlap_ops' own API (extension mode only)")
 CARVEOUTS = (8, 16, 32, 66)
 GEMM_OPS = ("mm", "addmm", "linear", "bmm", "baddbmm")
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -74,6 +88,37 @@ def _grouped_routed() -> bool:
     previous = overlap_ops.route_torch_grouped_mm(False)
     overlap_ops.route_torch_grouped_mm(previous)
     return previous
+
+
+def _route_gemms(enabled: bool) -> tuple[bool, bool]:
+    """Turns the extension's GEMM and grouped-mm routes on or off; returns
+    the previous states. A patched wheel has nothing to route."""
+    if not HAS_EXTENSION:
+        return False, False
+    return (carveout_mod.route_carveout_gemms(enabled),
+            overlap_ops.route_torch_grouped_mm(enabled))
+
+
+def _restore_routes(previous: tuple[bool, bool]) -> None:
+    if HAS_EXTENSION:
+        overlap_ops.route_torch_grouped_mm(previous[1])
+        carveout_mod.route_carveout_gemms(previous[0])
+
+
+@contextlib.contextmanager
+def sm_carveout(k: int) -> Iterator[int]:
+    """overlap_ops.sm_carveout(k) with the extension; on a patched wheel the
+    context setting alone, restored on exit."""
+    if HAS_EXTENSION:
+        with overlap_ops.sm_carveout(k) as got:
+            yield got
+        return
+    previous = torch._C._get_sm_carveout_experimental()
+    torch._C._set_sm_carveout_experimental(k or None)
+    try:
+        yield k or 0
+    finally:
+        torch._C._set_sm_carveout_experimental(previous)
 
 
 def _gemm_kernels(kernels: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -137,14 +182,17 @@ class TestSMCarveout(TestCase):
         super().setUp()
         self.addCleanup(torch._C._set_sm_carveout_experimental,
                         torch._C._get_sm_carveout_experimental())
-        self.addCleanup(carveout_mod.route_carveout_gemms,
-                        carveout_mod.carveout_gemms_routed())
-        self.addCleanup(overlap_ops.route_torch_grouped_mm, _grouped_routed())
+        if HAS_EXTENSION:
+            self.addCleanup(carveout_mod.route_carveout_gemms,
+                            carveout_mod.carveout_gemms_routed())
+            self.addCleanup(overlap_ops.route_torch_grouped_mm,
+                            _grouped_routed())
 
     # ------------------------------------------------------------------
     # The policy (CPU)
     # ------------------------------------------------------------------
 
+    @needs_extension
     @onlyCPU
     @parametrize("total_sms,k,expected", [
         (132, 0, 132), (132, 8, 124), (132, 66, 66), (132, 131, 1),
@@ -154,6 +202,7 @@ class TestSMCarveout(TestCase):
             torch.ops.overlap_ops._sm_count_after_carveout(total_sms, k),
             expected)
 
+    @needs_extension
     @onlyCPU
     def test_sm_count_after_carveout_errors(self, device):
         policy = torch.ops.overlap_ops._sm_count_after_carveout
@@ -174,6 +223,7 @@ sm_carveout: the device reports 0 SMs""")
         self.assertExpectedInline(str(ctx.exception).splitlines()[0], """\
 sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
 
+    @needs_extension
     @onlyCPU
     def test_blas_sm_count_target_follows_context(self, device):
         target = torch.ops.overlap_ops._blas_sm_count_target
@@ -185,6 +235,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         with self.assertRaisesRegex(RuntimeError, r"0 <= k < 132"):
             target(132)
 
+    @needs_extension
     @onlyCPU
     def test_check_sm_carveout(self, device):
         check = carveout_mod.check_sm_carveout
@@ -208,6 +259,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         return (torch._C._get_sm_carveout_experimental(),
                 carveout_mod.carveout_gemms_routed(), _grouped_routed())
 
+    @needs_extension
     @onlyCPU
     def test_context_sets_and_restores(self, device):
         torch._C._set_sm_carveout_experimental(None)
@@ -218,6 +270,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
             self.assertEqual(self._state(), (8, True, True))
         self.assertEqual(self._state(), before)
 
+    @needs_extension
     @onlyCPU
     def test_context_restores_after_exception(self, device):
         torch._C._set_sm_carveout_experimental(None)
@@ -228,6 +281,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
                 raise ValueError("boom")
         self.assertEqual(self._state(), before)
 
+    @needs_extension
     @onlyCPU
     def test_context_nests(self, device):
         torch._C._set_sm_carveout_experimental(None)
@@ -241,6 +295,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
             self.assertEqual(self._state(), (8, True, True))
         self.assertEqual(self._state(), (None, False, False))
 
+    @needs_extension
     @onlyCPU
     @parametrize("k", [None, 0])
     def test_no_carveout_routes_nothing(self, device, k):
@@ -250,6 +305,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
             self.assertEqual(self._state(), (None, False, False))
         self.assertEqual(self._state(), (4, False, False))
 
+    @needs_extension
     @onlyCPU
     def test_context_keeps_previous_routes(self, device):
         # Routing the user turned on before the block stays on after it.
@@ -260,6 +316,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
             pass
         self.assertEqual(self._state(), (2, True, True))
 
+    @needs_extension
     @onlyCPU
     def test_invalid_k_changes_nothing(self, device):
         torch._C._set_sm_carveout_experimental(None)
@@ -272,6 +329,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
                 self.fail("the block must not run")
         self.assertEqual(self._state(), before)
 
+    @needs_extension
     @onlyCPU
     @dtypes(torch.float32, torch.float64)
     def test_cpu_gemms_unchanged_inside(self, device, dtype):
@@ -298,14 +356,12 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         select = _gemm_kernels if only_gemms else (lambda ks: ks)
         # Baseline: the same kernels (routes on), no carveout.
-        gemms_were_routed = carveout_mod.route_carveout_gemms(True)
-        grouped_was_routed = overlap_ops.route_torch_grouped_mm(True)
+        previous = _route_gemms(True)
         try:
             baseline = select(launched_kernels(fn))
         finally:
-            overlap_ops.route_torch_grouped_mm(grouped_was_routed)
-            carveout_mod.route_carveout_gemms(gemms_were_routed)
-        with overlap_ops.sm_carveout(k):
+            _restore_routes(previous)
+        with sm_carveout(k):
             launched = select(launched_kernels(fn))
         self.assertTrue(launched, "no GEMM kernel was traced")
         over = [(name, ctas) for name, ctas in launched if ctas > sms - k]
@@ -363,7 +419,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
 
         self._assert_grid_within_carveout(fn, carveout, device)
         expected = fn()
-        with overlap_ops.sm_carveout(carveout):
+        with sm_carveout(carveout):
             self.assertEqual(fn(), expected, atol=2e-2 * 32, rtol=2e-2)
 
     @onlyCUDA
@@ -383,14 +439,17 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
             return torch._grouped_mm(a, b, offs)
 
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        with overlap_ops.sm_carveout(carveout):
+        with sm_carveout(carveout):
             launched = launched_kernels(fn)
             out = fn()
         self.assertTrue(launched, "no kernel was traced")
         for name, ctas in launched:
             self.assertLessEqual(ctas, sms - carveout, name)
-        with overlap_ops.routed_torch_grouped_mm():
+        previous = _route_gemms(True)
+        try:
             expected = fn()
+        finally:
+            _restore_routes(previous)
         self.assertEqual(out, expected, **_tolerance(dtype))
 
     @onlyCUDA
@@ -402,8 +461,9 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         fn = _make_gemm(op, device, dtype, size=512, k=384, batch=3,
                         a_t=layout[0] == "t", b_t=layout[1] == "t")
         expected = fn()
-        with overlap_ops.sm_carveout(16):
-            self.assertTrue(carveout_mod.carveout_gemms_routed())
+        with sm_carveout(16):
+            if HAS_EXTENSION:
+                self.assertTrue(carveout_mod.carveout_gemms_routed())
             got = fn()
         self.assertEqual(got, expected, **_tolerance(dtype))
 
@@ -421,7 +481,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         batch = _randn(1, 64, 33, device=device, dtype=dtype).expand(4, 64, 33)
         a3 = _randn(4, 20, 64, device=device, dtype=dtype, scale=0.1)
         ref = (a.double() @ b.double())
-        with overlap_ops.sm_carveout(8):
+        with sm_carveout(8):
             self.assertEqual(torch.mm(a, b), ref.to(dtype), **tol)
             self.assertEqual(torch.addmm(row, a, b),
                              (ref + row.double()).to(dtype), **tol)
@@ -450,7 +510,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         a = torch.randn(65, 33, device=device, dtype=dtype)
         b = torch.randn(33, 17, device=device, dtype=dtype)
         expected = a @ b
-        with overlap_ops.sm_carveout(8):
+        with sm_carveout(8):
             self.assertEqual(a @ b, expected)
             self.assertEqual(torch.addmm(expected, a, b), 2 * expected)
 
@@ -465,12 +525,13 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         grads = []
         for k in (0, 32):
             xs, ws, bs = (t.detach().requires_grad_() for t in (x, w, bias))
-            with overlap_ops.sm_carveout(k):
+            with sm_carveout(k):
                 F.linear(xs, ws, bs).square().sum().backward()
             grads.append((xs.grad, ws.grad, bs.grad))
         for got, expected in zip(grads[1], grads[0]):
             self.assertEqual(got, expected, **_tolerance(dtype))
 
+    @needs_extension
     @onlyCUDA
     def test_carveout_out_of_range_raises(self, device):
         self._skip_without_cuda_kernels()
