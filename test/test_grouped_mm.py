@@ -13,10 +13,16 @@ the validation and CPU kernel patch and runs on the CPU;
 test_grouped_mm_cuda.py (device-offset CUDA kernels) runs the same contract
 tests on CUDA plus the CUDA-only ones; test_grouped_mm_autograd.py covers
 autograd, fake/meta kernels and torch.compile.
+
+On CUDA the kernel family is chosen per call, and
+OVERLAP_OPS_GROUPED_MM_BACKEND (auto | sm90 | sm80 | generic) is read at
+every call, so the CUDA files run on another path by setting it for the
+process (test_grouped_mm_cuda.py says more).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import unittest
@@ -63,6 +69,23 @@ def _randn(*shape, device, dtype, transposed=False):
         return torch.randn(*shape[:-2], shape[-1], shape[-2], device=device,
                            dtype=dtype).transpose(-2, -1)
     return torch.randn(*shape, device=device, dtype=dtype)
+
+
+_BACKEND_ENV = "OVERLAP_OPS_GROUPED_MM_BACKEND"
+
+
+@contextlib.contextmanager
+def _backend(value):
+    """Sets OVERLAP_OPS_GROUPED_MM_BACKEND (read by the C++ at every call)."""
+    previous = os.environ.get(_BACKEND_ENV)
+    os.environ[_BACKEND_ENV] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_BACKEND_ENV]
+        else:
+            os.environ[_BACKEND_ENV] = previous
 
 
 def _poison_allocator(shape, device, dtype):
@@ -312,6 +335,14 @@ class _ContractTests:
             with overlap_ops.checked_offsets(False):
                 self.assertFalse(torch.ops.overlap_ops._checked_offsets())
             self.assertTrue(torch.ops.overlap_ops._checked_offsets())
+
+    @onlyCPU
+    def test_backend_override_ignored_on_cpu(self, device):
+        # The override picks among CUDA kernels; CPU calls never read it.
+        a = _randn(12, 8, device=device, dtype=torch.float32)
+        b = _randn(2, 8, 4, device=device, dtype=torch.float32)
+        with _backend("no-such-backend"):
+            self._run_and_check(a, b, make_offsets([5, 7], device))
 
 
 def make_contract_tests() -> type:

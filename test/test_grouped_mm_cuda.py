@@ -8,10 +8,22 @@ overwritten in place, the launched grid under the SM carveout, bad offsets
 that never fault, and checked mode. Same mode detection as
 test_grouped_mm.py (extension or patched wheel). Nothing here runs without
 a GPU.
+
+The kernel family is chosen per call, and OVERLAP_OPS_GROUPED_MM_BACKEND
+(auto | sm90 | sm80 | generic) is read at every call, so the whole CUDA suite
+runs on another path by setting it for the process. The SM80 path runs on
+any GPU from SM80 on, the H200 included (tools/gpu_session.sh testsm80):
+
+    OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 python3 -m pytest test/test_grouped_mm_cuda.py
+
+Operands that a forced path cannot take (odd sizes, unaligned strides) still
+fall back to the generic kernel; test_forced_sm80_path_runs checks that the
+SM80 kernels really run for aligned operands.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -32,6 +44,7 @@ from grouped_mm_reference import (  # noqa: E402
 )
 from launched_kernels import launched_kernels  # noqa: E402
 from test_grouped_mm import (  # noqa: E402
+    _backend,
     _grouped_mm,
     _randn,
     DTYPES,
@@ -40,6 +53,20 @@ from test_grouped_mm import (  # noqa: E402
     needs_extension,
     overlap_ops,
 )
+
+# Name fragment of the CUTLASS 2.x grouped kernel (the SM80 path).
+_SM80_KERNEL = "GemmGrouped"
+
+
+@contextlib.contextmanager
+def _allow_tf32(allowed):
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
 
 # The contract tests (layouts, dtypes, bias, out_dtype, zeroed tail, empty
 # and > 1024 groups, odd strides) on CUDA: TestGroupedMMCUDA.
@@ -157,6 +184,64 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
             with self.assertRaisesRegex(
                     RuntimeError, r"offs\[2\] = 20 is less than offs\[1\] = 30"):
                 _grouped_mm(a, b, offs)
+
+    def test_bad_backend_override_raises(self, device):
+        a = _randn(12, 8, device=device, dtype=torch.bfloat16)
+        b = _randn(2, 8, 4, device=device, dtype=torch.bfloat16)
+        with _backend("no-such-backend"):
+            with self.assertRaisesRegex(
+                    RuntimeError,
+                    "OVERLAP_OPS_GROUPED_MM_BACKEND must be one of auto, "
+                    "sm90, sm80, generic; got 'no-such-backend'"):
+                _grouped_mm(a, b, make_offsets([5, 7], device))
+
+    @dtypes(*DTYPES)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    @parametrize("out_fp32", [False, True])
+    def test_forced_sm80_path_runs(self, device, dtype, layout, out_fp32):
+        # GPU-unverified when written: the first H200 session checks it.
+        if torch.cuda.get_device_capability(device)[0] < 8:
+            self.skipTest("the SM80 kernels need SM80 or later")
+        if out_fp32 and dtype == torch.float32:
+            self.skipTest("float32 inputs already give float32")
+        groups = 6
+        sizes = group_sizes("skewed", 200, groups)
+        sizes[2] = 0  # an empty group (k = 0 in 2d x 2d)
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 8  # rows / columns past offs[-1]
+        shapes = {
+            "2d_3d": ((total, 64), (groups, 64, 48)),
+            "3d_2d": ((groups, 40, 64), (64, total)),
+            "2d_2d": ((56, total), (total, 48)),
+            "3d_3d": ((groups, 40, 64), (groups, 64, 48)),
+        }
+        a_shape, b_shape = shapes[layout]
+        a = _randn(*a_shape, device=device, dtype=dtype)
+        b = _randn(*b_shape, device=device, dtype=dtype)
+        if layout == "3d_3d":
+            offs = None
+        bias = None
+        if layout in ("2d_3d", "2d_2d"):
+            bias = torch.randn(groups, 48, device=device, dtype=dtype)
+        out_dtype = torch.float32 if out_fp32 else None
+        with _backend("sm80"), _allow_tf32(True):
+            self._run_and_check(a, b, offs, bias, out_dtype)
+            grids = _launched_grids(
+                lambda: _grouped_mm(a, b, offs, bias, out_dtype), carveout=0)
+        names = [name for name, _ in grids]
+        self.assertTrue(any(_SM80_KERNEL in n for n in names), names)
+
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_forced_sm80_takes_fp32_only_with_tf32(self, device, dtype):
+        # float32 takes the SM80 kernels only when TF32 is allowed.
+        a = _randn(64, 32, device=device, dtype=dtype)
+        b = _randn(4, 32, 16, device=device, dtype=dtype)
+        offs = make_offsets([16, 0, 40, 8], device)
+        with _backend("sm80"), _allow_tf32(False):
+            grids = _launched_grids(lambda: _grouped_mm(a, b, offs),
+                                    carveout=0)
+        ran_sm80 = any(_SM80_KERNEL in name for name, _ in grids)
+        self.assertEqual(ran_sm80, dtype != torch.float32)
 
 
 def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:

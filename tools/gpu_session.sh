@@ -2,6 +2,7 @@
 # One device-machine session: install carried wheels, build the extension
 # against the machine's own torch, then run the requested stages.
 #   tools/gpu_session.sh build test bench sanitize moe ...
+# testsm80 / benchsm80 run the tests / benchmark with the SM80 path forced.
 # Results go to $OUT/session.tgz (the device tool returns at most 8 files),
 # or to results/tmp when OUT is unset.
 set -uo pipefail
@@ -53,6 +54,14 @@ for stage in "$@"; do
       ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
+      ;;
+    testsm80)
+      # The SM80 (CUTLASS 2.x) path forced on this GPU: the CUDA grouped-mm
+      # suites, plus the carveout tests that go through it.
+      OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 python3 -m pytest -q \
+        test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
+        test/test_sm_carveout.py -k "cuda or CUDA" \
+        2>&1 | tee "$OUT/test_sm80.log" | tail -25
       ;;
     sanitize)
       compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
@@ -112,6 +121,14 @@ for stage in "$@"; do
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
       echo "bench: $left s left"
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
+      ;;
+    benchsm80)
+      # Forced SM80 path vs stock torch; compare with a plain bench stage for
+      # the Hopper path. An H200 run is not an A100 run: say so in results.
+      mkdir -p "$OUT/sm80"
+      python3 tools/bench_grouped_mm.py --out "$OUT/sm80" \
+        --backend-env OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 ${BENCH_ARGS:-} \
+        2>&1 | tail -60
       ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac

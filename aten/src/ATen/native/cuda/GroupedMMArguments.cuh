@@ -12,6 +12,10 @@
 
 #include <ATen/native/GroupedMMValidation.h>
 
+// __device__ for host-only translation units that include this through
+// GroupedMMKernels.h.
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 namespace at::native::grouped_mm {

@@ -59,6 +59,14 @@ Geometry make_geometry(
   return geo;
 }
 
+// Whether a tensor-core path (SM90, or SM80 when forced) may take this
+// dtype. Only these need the 3d x 2d rewrite; the generic kernel takes
+// grouped columns directly.
+bool tensor_core_path_available(ScalarType input_dtype) {
+  return grouped_mm::sm90_available_for(input_dtype) ||
+      grouped_mm::sm80_available_for(input_dtype);
+}
+
 void check_offsets_if_requested(
     const std::optional<Tensor>& offs, const GroupedMMProblem& p) {
   if (offs.has_value() && grouped_mm_checked_offsets()) {
@@ -80,13 +88,16 @@ Tensor grouped_mm_cuda(
   TORCH_CHECK(
       self.is_cuda(), "grouped_mm: self must be a CUDA tensor, got ",
       self.device());
+  // A bad OVERLAP_OPS_GROUPED_MM_BACKEND raises here, before any launch.
+  grouped_mm::requested_backend();
   c10::cuda::CUDAGuard guard(self.device());
   check_offsets_if_requested(offs, p);
 
   if (p.layout == GroupedMMLayout::k3dx2d &&
-      grouped_mm::sm90_available_for(p.input_dtype)) {
+      tensor_core_path_available(p.input_dtype)) {
     // Columns grouped in a row-major output are not 16-byte aligned for
-    // TMA. Compute out^T = mat2^T @ self^T as 2d x 3d instead, then copy.
+    // TMA, and their width is device-only for CUTLASS 2.x's predicates.
+    // Compute out^T = mat2^T @ self^T as 2d x 3d instead, then copy.
     return grouped_mm_cuda(
                mat2.t(), self.transpose(-2, -1), offs, std::nullopt,
                out_dtype)
@@ -108,7 +119,8 @@ Tensor grouped_mm_cuda(
   args.sm_limit = at::cuda::current_device_sm_limit();
 
   grouped_mm::launch_zero_tail(args);
-  if (!grouped_mm::try_launch_sm90_grouped_mm(args)) {
+  if (!grouped_mm::try_launch_sm90_grouped_mm(args) &&
+      !grouped_mm::try_launch_sm80_grouped_mm(args)) {
     // The generic kernel also writes k = 0 groups and the bias itself.
     grouped_mm::launch_generic_grouped_mm(args);
   }

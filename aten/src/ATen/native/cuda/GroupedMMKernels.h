@@ -7,7 +7,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/cuda/GroupedMMArguments.cuh>
 
+#include <cstddef>
+#include <initializer_list>
 #include <optional>
+#include <string_view>
 
 namespace at::native::grouped_mm {
 
@@ -43,14 +46,28 @@ void dispatch_offs(const Tensor& offs, Fn&& fn) {
   }
 }
 
-// Which grouped-mm kernel family to use. OVERLAP_OPS_GROUPED_MM_BACKEND
-// = auto (default) | sm90 | generic forces one for testing and benchmarks.
-enum class Backend { kAuto, kSm90, kGeneric };
+// Reads a tuning/testing switch from the environment at every call: 0 when
+// `name` is unset, empty or "auto", else 1 + the index of its value in
+// `choices`. Any other value raises an error that lists the accepted ones.
+size_t env_choice(const char* name,
+                  std::initializer_list<std::string_view> choices);
+
+// Which grouped-mm kernel family to use. auto: the Hopper kernels on SM90,
+// the SM80 kernels on SM80 to SM89 and SM120, the generic kernel elsewhere
+// (and for whatever a tensor-core path does not take).
+// OVERLAP_OPS_GROUPED_MM_BACKEND = auto (default) | sm90 | sm80 | generic
+// forces one for testing and benchmarks; sm80 runs the SM80 kernels on any
+// GPU from SM80 on (the H200 included). An unknown value raises.
+enum class Backend { kAuto, kSm90, kSm80, kGeneric };
 Backend requested_backend();
 
 // True when the Hopper kernels can take this input dtype on the current
 // GPU (fp32 only when TF32 is allowed). Decided from host state only.
 bool sm90_available_for(ScalarType input_dtype);
+
+// The same for the SM80 kernels (GroupedMMSm80Dispatch.cpp): SM80 to SM89
+// and SM120 by default, any GPU from SM80 on when forced.
+bool sm80_available_for(ScalarType input_dtype);
 
 // Any dtype, layout, stride or size; fp32 math (exact for float32 inputs).
 // Also writes k = 0 groups (zeros + bias). Does not touch the tail.
@@ -67,5 +84,9 @@ void launch_finish_groups(const LaunchArgs& args);
 // this GPU, dtype or operand layout is not covered; the caller falls back.
 // May replace args.a / args.b (and their strides) by re-laid-out copies.
 bool try_launch_sm90_grouped_mm(LaunchArgs& args);
+
+// CUTLASS 2.x grouped kernels for SM80 and later, same contract as
+// try_launch_sm90_grouped_mm.
+bool try_launch_sm80_grouped_mm(LaunchArgs& args);
 
 }  // namespace at::native::grouped_mm

@@ -3,9 +3,11 @@
 // Hopper grouped GEMM: CUTLASS 3.x pointer-array kernels (TMA loads,
 // warp-specialised WGMMA mainloop, persistent group tile scheduler). The
 // per-group problem shapes, pointers and strides are written on the device by
-// fill_sm90_arguments from the offsets, so the host never learns the group
+// fill_group_arguments from the offsets, so the host never learns the group
 // sizes. Included only by the GroupedMMSm90*.cu instantiation files.
 
+#include <ATen/native/cuda/GroupedMMCutlassTypes.cuh>
+#include <ATen/native/cuda/GroupedMMFillArguments.cuh>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMSm90.h>
 
@@ -25,19 +27,6 @@
 namespace at::native::grouped_mm::sm90 {
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
-
-template <typename T>
-struct CutlassType {
-  using type = T;
-};
-template <>
-struct CutlassType<c10::BFloat16> {
-  using type = cutlass::bfloat16_t;
-};
-template <>
-struct CutlassType<c10::Half> {
-  using type = cutlass::half_t;
-};
 
 // Large tiles for many rows per group; pingpong with small tiles when groups
 // are short (decode, many experts), where a 128-row tile would be mostly
@@ -133,21 +122,20 @@ struct DeviceArguments {
   typename G::StrideD* stride_d;
 };
 
-template <typename G, typename OffsT>
-__global__ void fill_sm90_arguments(
-    Geometry geo, const typename G::ElementIn* a,
-    const typename G::ElementIn* b, typename G::ElementOut* d,
-    const OffsT* offs, LeadingDims ld, DeviceArguments<G> out) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       g < geo.num_groups; g += step) {
-    const Group p = group_problem(geo, offs, g);
-    // k = 0 groups become empty problems; the epilogue kernel writes their
-    // zeros (CUTLASS would leave them unwritten).
-    const bool empty = p.m == 0 || p.n == 0 || p.k == 0;
+// Stores one group's problem in the pointer-array kernel's format; run by
+// fill_group_arguments (GroupedMMFillArguments.cuh).
+template <typename G>
+struct Sm90ArgumentWriter {
+  const typename G::ElementIn* a;
+  const typename G::ElementIn* b;
+  typename G::ElementOut* d;
+  LeadingDims ld;
+  DeviceArguments<G> out;
+
+  __device__ void operator()(int64_t g, const Group& p) const {
     out.shapes[g] = cute::make_shape(
-        empty ? 0 : static_cast<int>(p.m), static_cast<int>(p.n),
-        static_cast<int>(p.k));
+        skipped_by_gemm(p) ? 0 : static_cast<int>(p.m),
+        static_cast<int>(p.n), static_cast<int>(p.k));
     out.a[g] = a + p.a_offset;
     out.b[g] = b + p.b_offset;
     out.d[g] = d + p.d_offset;
@@ -158,7 +146,7 @@ __global__ void fill_sm90_arguments(
     out.stride_d[g] =
         stride_with_leading_dim<typename G::StrideD>(ld.d);
   }
-}
+};
 
 inline int64_t align_up(int64_t bytes) {
   return (bytes + 127) / 128 * 128;
@@ -213,15 +201,8 @@ const char* run_grouped_gemm(const LaunchArgs& args, const LeadingDims& ld) {
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  constexpr int kFillThreads = 256;
-  const int fill_blocks =
-      static_cast<int>(std::min<int64_t>((groups + 255) / 256, 1024));
-  dispatch_offs(args.offs, [&](auto offs) {
-    using OffsT = std::remove_const_t<std::remove_pointer_t<decltype(offs)>>;
-    fill_sm90_arguments<G, OffsT><<<fill_blocks, kFillThreads, 0, stream>>>(
-        args.geo, a, b, d, offs, ld, dev);
-  });
-  if (cudaGetLastError() != cudaSuccess) {
+  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev};
+  if (!launch_fill_group_arguments(args, writer)) {
     return "launching the argument-filling kernel failed";
   }
 

@@ -1,0 +1,48 @@
+// Host code only: the environment switches of the CUDA grouped mm. They are
+// read at every call, so a test or benchmark can switch paths within one
+// process.
+
+#include <ATen/native/cuda/GroupedMMKernels.h>
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace at::native::grouped_mm {
+
+size_t env_choice(const char* name,
+                  std::initializer_list<std::string_view> choices) {
+  const char* env = std::getenv(name);
+  const std::string_view value = env == nullptr ? "" : env;
+  if (value.empty() || value == "auto") {
+    return 0;
+  }
+  size_t index = 1;
+  std::string accepted = "auto";
+  for (std::string_view choice : choices) {
+    if (value == choice) {
+      return index;
+    }
+    ++index;
+    accepted.append(", ").append(choice);
+  }
+  TORCH_CHECK(false, name, " must be one of ", accepted, "; got '", value,
+              "'");
+}
+
+Backend requested_backend() {
+  switch (env_choice(
+      "OVERLAP_OPS_GROUPED_MM_BACKEND", {"sm90", "sm80", "generic"})) {
+    case 1:
+      return Backend::kSm90;
+    case 2:
+      return Backend::kSm80;
+    case 3:
+      return Backend::kGeneric;
+    default:
+      return Backend::kAuto;
+  }
+}
+
+}  // namespace at::native::grouped_mm

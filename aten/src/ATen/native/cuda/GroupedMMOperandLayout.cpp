@@ -1,0 +1,108 @@
+// Host code only: operand layout rules of the tensor-core grouped-mm paths.
+
+#include <ATen/native/cuda/GroupedMMOperandLayout.h>
+
+#include <cstdint>
+#include <limits>
+
+namespace at::native::grouped_mm {
+
+std::optional<Major> major_of(const OperandStrides& s) {
+  if (s.col == 1) {
+    return Major::kRow;
+  }
+  if (s.row == 1) {
+    return Major::kCol;
+  }
+  return std::nullopt;
+}
+
+std::optional<Major> required_a_major(GroupedDim grouped) {
+  switch (grouped) {
+    case GroupedDim::kRows:
+      return Major::kRow;
+    case GroupedDim::kReduction:
+      return Major::kCol;
+    default:
+      return std::nullopt;  // either
+  }
+}
+
+std::optional<Major> required_b_major(GroupedDim grouped) {
+  return grouped == GroupedDim::kReduction ? std::optional(Major::kRow)
+                                           : std::nullopt;
+}
+
+namespace {
+
+Tensor relayout(const Tensor& t, Major want) {
+  if (want == Major::kRow) {
+    return t.contiguous();
+  }
+  return t.transpose(-2, -1).contiguous().transpose(-2, -1);
+}
+
+}  // namespace
+
+Major settle_operand(
+    Tensor& t, OperandStrides& s, std::optional<Major> required) {
+  const std::optional<Major> current = major_of(s);
+  const Major want = required.value_or(current.value_or(Major::kRow));
+  if (current != want) {
+    t = relayout(t, want);
+    s = operand_strides(t);
+  }
+  return want;
+}
+
+int64_t leading_dim(const OperandStrides& s, Major major) {
+  return major == Major::kRow ? s.row : s.col;
+}
+
+bool aligned(
+    const Tensor& t, const OperandStrides& s, Major major,
+    int64_t align_elems) {
+  const auto address = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  const auto align_bytes =
+      static_cast<uintptr_t>(align_elems * t.element_size());
+  return address % align_bytes == 0 &&
+      leading_dim(s, major) % align_elems == 0 &&
+      s.group % align_elems == 0;
+}
+
+SettledOperands settle_operands(
+    const LaunchArgs& args, std::optional<Major> need_a,
+    std::optional<Major> need_b) {
+  SettledOperands ops{args.a, args.b, args.geo.a, args.geo.b, Major::kRow,
+                      Major::kRow};
+  ops.a_major = settle_operand(ops.a, ops.sa, need_a);
+  ops.b_major = settle_operand(ops.b, ops.sb, need_b);
+  if (ops.a_major == Major::kCol && ops.b_major == Major::kCol) {
+    ops.a_major = settle_operand(ops.a, ops.sa, Major::kRow);
+  }
+  return ops;
+}
+
+bool operands_aligned(
+    const LaunchArgs& args, const SettledOperands& ops, int64_t align_bytes) {
+  const int64_t in = align_bytes / ops.a.element_size();
+  const int64_t out = align_bytes / args.out.element_size();
+  return aligned(ops.a, ops.sa, ops.a_major, in) &&
+      aligned(ops.b, ops.sb, ops.b_major, in) && args.geo.d.col == 1 &&
+      aligned(args.out, args.geo.d, Major::kRow, out);
+}
+
+void use_settled_operands(LaunchArgs& args, const SettledOperands& ops) {
+  args.a = ops.a;
+  args.b = ops.b;
+  args.geo.a = ops.sa;
+  args.geo.b = ops.sb;
+}
+
+bool fits_int32(const Geometry& geo) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  return geo.m <= kMax && geo.n <= kMax && geo.k <= kMax &&
+      geo.extent <= kMax && geo.num_groups <= kMax;
+}
+
+}  // namespace at::native::grouped_mm
