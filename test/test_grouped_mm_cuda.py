@@ -55,7 +55,7 @@ from test_grouped_mm import (  # noqa: E402
 )
 
 # Name fragment of the CUTLASS 2.x grouped kernel (the SM80 path).
-_SM80_KERNEL = "GemmGrouped"
+_SM80_KERNEL = "gemm::kernel::GemmGrouped"
 
 
 @contextlib.contextmanager

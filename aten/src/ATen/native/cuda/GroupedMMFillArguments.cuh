@@ -40,9 +40,10 @@ template <typename Writer>
 bool launch_fill_group_arguments(const LaunchArgs& args, const Writer& write) {
   const auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t groups = args.geo.num_groups;
+  // Within the SM carveout like every other kernel of the call.
   const int blocks = static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>((groups + kFillThreads - 1) / kFillThreads,
-                           kMaxFillBlocks)));
+      1, std::min<int64_t>({(groups + kFillThreads - 1) / kFillThreads,
+                            kMaxFillBlocks, args.sm_limit})));
   dispatch_offs(args.offs, [&](auto offs) {
     fill_group_arguments<<<blocks, kFillThreads, 0, stream>>>(
         args.geo, offs, write);
