@@ -51,6 +51,10 @@ struct TileConfig<float> {
   static constexpr int kStages = 4;
 };
 
+// Largest dynamic shared memory a block may use on SM86 and SM89; the A100
+// (163 KiB) and Hopper (227 KiB) allow more.
+constexpr size_t kMaxSharedBytesSm86 = 99 * 1024;
+
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           Access kAccess>
 struct GroupedGemm {
@@ -85,6 +89,8 @@ struct GroupedGemm {
       Config::kStages,
       cutlass::gemm::kernel::GroupScheduleMode::kDeviceOnly>::GemmKernel;
   using Gemm = cutlass::gemm::device::GemmGrouped<Kernel>;
+  static_assert(sizeof(typename Kernel::SharedStorage) <= kMaxSharedBytesSm86,
+                "the tile config must run on every GPU from SM80 on");
   using LongIndex = int64_t;
   static_assert(
       std::is_same_v<typename LayoutA::Stride::LongIndex, LongIndex>);
