@@ -59,7 +59,7 @@ Geometry make_geometry(
   return geo;
 }
 
-// Whether a tensor-core path (SM90, or SM80 when forced) may take this
+// Whether a tensor-core path (SM90 or SM80) may take this
 // dtype. Only these need the 3d x 2d rewrite; the generic kernel takes
 // grouped columns directly.
 bool tensor_core_path_available(ScalarType input_dtype) {

@@ -1,13 +1,11 @@
 #pragma once
 
-// Grouped GEMM for SM80 to SM89 (and any later GPU): CUTLASS 2.x GemmGrouped
-// (cp.async multistage mainloop, mma.sync) with the device-only problem
-// visitor, so the per-group sizes are read on the device and the host never
-// learns them. fill_group_arguments writes each group's size, pointers and
-// leading dims from the offsets. Included only by GroupedMMSm80_*.cu.
-//
-// GPU-unverified: written and compile-checked without a GPU; see
-// GroupedMMSm80Dispatch.cpp for why it is not yet the default anywhere.
+// Grouped GEMM for SM80 to SM89 and SM120 (and, when forced, any GPU from
+// SM80 on): CUTLASS 2.x GemmGrouped (cp.async multistage mainloop,
+// mma.sync) with the device-only problem visitor, so the per-group sizes are
+// read on the device and the host never learns them. fill_group_arguments
+// writes each group's size, pointers and leading dims from the offsets.
+// Included only by GroupedMMSm80_*.cu.
 
 #include <ATen/native/cuda/GroupedMMCutlassTypes.cuh>
 #include <ATen/native/cuda/GroupedMMFillArguments.cuh>

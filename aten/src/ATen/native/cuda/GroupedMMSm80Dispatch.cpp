@@ -104,18 +104,25 @@ const char* run_for_dtypes(const LaunchArgs& args, const sm80::LeadingDims& ld,
 }  // namespace
 
 bool sm80_available_for(ScalarType input_dtype) {
-  // Only when forced, for now. This path was written and compile-checked
-  // without a GPU; once the CUDA suite passes with it (tools/gpu_session.sh
-  // testsm80), it should become the default for SM80 to SM89 and SM120,
-  // which today take the generic kernel: i.e. also return true for
-  // Backend::kAuto when the major is 8 or 12.
-  if (requested_backend() != Backend::kSm80) {
-    return false;
-  }
-  // mma.sync with bf16 / TF32 needs SM80; from there on the kernels run
-  // natively (sm_80 SASS, or sm_90a SASS on Hopper) or from compute_80 PTX.
-  if (at::cuda::getCurrentDeviceProperties()->major < 8) {
-    return false;
+  const int major = at::cuda::getCurrentDeviceProperties()->major;
+  switch (requested_backend()) {
+    case Backend::kAuto:
+      // SM90 has the Hopper kernels. SM100 and later datacenter parts
+      // would run this path from the compute_80 PTX as well, but it has not
+      // been decided (or measured) that it beats the generic kernel there.
+      if (major != 8 && major != 12) {
+        return false;
+      }
+      break;
+    case Backend::kSm80:
+      // mma.sync with bf16 / TF32 needs SM80; later GPUs run the kernels
+      // from the compute_80 PTX (torch_ext/setup.py), the H200 included.
+      if (major < 8) {
+        return false;
+      }
+      break;
+    default:
+      return false;
   }
   return input_dtype != kFloat || at::globalContext().allowTF32CuBLAS();
 }
