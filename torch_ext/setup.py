@@ -6,9 +6,10 @@ a missing toolkit an error instead of a silent CPU-only build.
 
 Environment:
   OVERLAP_OPS_CUDA      auto (default) | 0 | 1
-  OVERLAP_OPS_ARCHS     CUDA targets, default "90a;80" (sm_90a SASS for the
+  OVERLAP_OPS_ARCHS     CUDA targets, default "90a;80": sm_90a SASS for the
                         Hopper kernels, sm_80 SASS + compute_80 PTX for the
-                        SM80 path)
+                        SM80 kernels (JIT-compiled on Hopper), both for the
+                        rest; see _cuda_targets
   CUTLASS_INCLUDE_DIR   CUTLASS headers; default: the nvidia-cutlass wheel
   MAX_JOBS              parallel compile jobs (ninja)
   OVERLAP_OPS_CUDA_SOURCES  regex on file names: compile only those CUDA
@@ -128,28 +129,71 @@ def _cutlass_includes() -> list[str]:
     return [str(src / "include"), str(src / "tools" / "util" / "include")]
 
 
-def _gencode_flags() -> list[str]:
-    """One target list for every .cu (cpp_extension has no per-file flags).
+_PTX_80 = "-gencode=arch=compute_80,code=compute_80"
 
-    That is safe both ways. The Hopper kernels (GroupedMMSm90_*.cu) compile
-    to empty bodies below sm_90a (CUTLASS guards them with
-    __CUDA_ARCH_FEAT_SM90_ALL) and dispatch only launches them on SM90. The
-    SM80 kernels (GroupedMMSm80_*.cu) are deliberately built in full for
-    every target, sm_90a included: the driver prefers a GPU's own SASS to
-    PTX, so a stub in the sm_90a image is what an H200 would run. There the
-    forced SM80 path runs sm_90a SASS of the same CUTLASS 2.x source;
-    SM80 to SM89 run the sm_80 SASS, later GPUs JIT the compute_80 PTX.
+
+def _archs() -> list[str]:
+    archs = os.environ.get("OVERLAP_OPS_ARCHS", "90a;80").split(";")
+    return [arch.strip() for arch in archs if arch.strip()]
+
+
+def _sass(archs: list[str]) -> list[str]:
+    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+
+
+def _cuda_targets(source: str) -> tuple[str, list[str]]:
+    """(object subfolder, nvcc -gencode flags) for one source file.
+
+    - GroupedMMSm90_*.cu (CUTLASS 3.x, WGMMA/TMA): Hopper targets only. They
+      compile to empty bodies anywhere else, and only SM90 launches them.
+    - GroupedMMSm80_*.cu (CUTLASS 2.x, mma.sync): SASS for every target but
+      Hopper, plus compute_80 PTX. Without Hopper SASS in their image, an
+      H200 runs these kernels from the PTX through the driver's JIT, as a
+      GPU newer than every SASS target (SM120 without sm_120) does; the
+      forced SM80 path on the H200 therefore tests that PTX.
+    - everything else: every target, plus compute_80 PTX when 80 is listed.
     """
-    flags = []
-    for arch in os.environ.get("OVERLAP_OPS_ARCHS", "90a;80").split(";"):
-        arch = arch.strip()
-        if not arch:
-            continue
-        flags.append(f"-gencode=arch=compute_{arch},code=sm_{arch}")
-        if arch == "80":
-            # PTX too, so the SM80 path JITs on any newer GPU (H200 included).
-            flags.append("-gencode=arch=compute_80,code=compute_80")
-    return flags
+    archs = _archs()
+    name = os.path.basename(source)
+    if name.startswith("GroupedMMSm90_"):
+        return "sm90", _sass([a for a in archs if a.startswith("9")] or archs)
+    if name.startswith("GroupedMMSm80_"):
+        return "sm80", _sass([a for a in archs if not a.startswith("9")]) + [
+            _PTX_80]
+    return "", _sass(archs) + ([_PTX_80] if "80" in archs else [])
+
+
+class _BuildExtension(cpp_extension.BuildExtension):
+    """cpp_extension passes one nvcc flag list to every .cu file. This runs
+    its ninja compile once per target group of _cuda_targets, each group in
+    its own object folder (and so its own build.ninja), with that group's
+    -gencode flags appended."""
+
+    def build_extension(self, ext) -> None:
+        compile_all = self.compiler.compile
+
+        def compile_by_targets(sources, output_dir=None, *args,
+                               extra_postargs=None, **kwargs):
+            groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+            for source in sources:
+                folder, flags = _cuda_targets(source)
+                groups.setdefault((folder, tuple(flags)), []).append(source)
+            objects = {}
+            for (folder, flags), group in sorted(groups.items()):
+                post = dict(extra_postargs)
+                post["nvcc"] = list(post["nvcc"]) + list(flags)
+                built = compile_all(
+                    group, os.path.join(output_dir, folder), *args,
+                    extra_postargs=post, **kwargs)
+                objects.update(zip(group, built))
+            return [objects[source] for source in sources]
+
+        if any(source.endswith(".cu") for source in ext.sources):
+            self.compiler.compile = compile_by_targets
+        try:
+            super().build_extension(ext)
+        finally:
+            self.compiler.compile = compile_all
 
 
 def _extension():
@@ -164,7 +208,7 @@ def _extension():
     wheel_inc, wheel_lib = _wheel_cuda_dirs()
     nvcc = ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
             "--expt-extended-lambda", "-DOVERLAP_OPS_WITH_CUDA",
-            "-DCUTLASS_ENABLE_GDC_FOR_SM90=1"] + _gencode_flags()
+            "-DCUTLASS_ENABLE_GDC_FOR_SM90=1"]  # + _cuda_targets per file
     return cpp_extension.CUDAExtension(
         "overlap_ops._C", _cpu_sources() + _cuda_sources(),
         include_dirs=include_dirs + wheel_inc + _cutlass_includes(),
@@ -179,6 +223,5 @@ _warn_unsupported_torch()
 setup(
     packages=["overlap_ops"],
     ext_modules=[_extension()],
-    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(
-        use_ninja=True)},
+    cmdclass={"build_ext": _BuildExtension.with_options(use_ninja=True)},
 )
