@@ -17,7 +17,8 @@ autograd, fake/meta kernels and torch.compile.
 On CUDA the kernel family is chosen per call, and
 OVERLAP_OPS_GROUPED_MM_BACKEND (auto | sm90 | sm80 | generic) is read at
 every call, so the CUDA files run on another path by setting it for the
-process (test_grouped_mm_cuda.py says more).
+process (test_grouped_mm_cuda.py says more). OVERLAP_OPS_TEST_TF32=1 allows
+TF32 for a whole run, so that float32 takes the tensor-core kernels too.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def _randn(*shape, device, dtype, transposed=False):
 
 
 _BACKEND_ENV = "OVERLAP_OPS_GROUPED_MM_BACKEND"
+
+if os.environ.get("OVERLAP_OPS_TEST_TF32") == "1":
+    # For a whole run (tools/gpu_session.sh testsm80): float32 then takes
+    # the TF32 tensor-core kernels. Tests that need it off still say so.
+    torch.backends.cuda.matmul.allow_tf32 = True
 
 
 @contextlib.contextmanager

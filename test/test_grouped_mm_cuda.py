@@ -16,9 +16,11 @@ any GPU from SM80 on, the H200 included (tools/gpu_session.sh testsm80):
 
     OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 python3 -m pytest test/test_grouped_mm_cuda.py
 
-Operands that a forced path cannot take (odd sizes, unaligned strides) still
-fall back to the generic kernel; test_forced_sm80_path_runs checks that the
-SM80 kernels really run for aligned operands.
+test_backend_selects_kernels checks, from the profiler's kernel names, that
+the family the process asked for (auto: the GPU's) is the one that runs.
+Operands a forced path cannot take (odd sizes, unaligned strides) still fall
+back to the generic kernel, and so does float32 while TF32 is not allowed
+(OVERLAP_OPS_TEST_TF32=1 allows it for the whole run).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from grouped_mm_reference import (  # noqa: E402
 )
 from launched_kernels import launched_kernels  # noqa: E402
 from test_grouped_mm import (  # noqa: E402
+    _BACKEND_ENV,
     _backend,
     _grouped_mm,
     _randn,
@@ -56,6 +59,31 @@ from test_grouped_mm import (  # noqa: E402
 
 # Name fragment of the CUTLASS 2.x grouped kernel (the SM80 path).
 _SM80_KERNEL = "gemm::kernel::GemmGrouped"
+# Name fragments of each family's GEMM kernel.
+_FAMILY_KERNELS = {
+    "sm80": _SM80_KERNEL,
+    "sm90": "gemm::kernel::GemmUniversal",  # CUTLASS 3.x pointer-array
+    "generic": "generic_grouped_mm_kernel",
+}
+# The one argument-filling kernel, with each tensor-core path's writer.
+_FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
+
+
+def _expected_family(device, dtype) -> str:
+    """The kernel family a call with aligned operands should run, from the
+    process's OVERLAP_OPS_GROUPED_MM_BACKEND, the GPU and the TF32 switch
+    (the dispatch rules of GroupedMMKernels.h)."""
+    requested = os.environ.get(_BACKEND_ENV) or "auto"
+    major = torch.cuda.get_device_capability(device)[0]
+    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+        return "generic"  # exact float32
+    if requested == "auto":
+        requested = {9: "sm90", 8: "sm80", 12: "sm80"}.get(major, "generic")
+    if requested == "sm90" and major != 9:
+        return "generic"
+    if requested == "sm80" and major < 8:
+        return "generic"
+    return requested
 
 
 @contextlib.contextmanager
@@ -195,11 +223,45 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
                     "sm90, sm80, generic; got 'no-such-backend'"):
                 _grouped_mm(a, b, make_offsets([5, 7], device))
 
+    @dtypes(torch.bfloat16, torch.float16, torch.float32)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_backend_selects_kernels(self, device, dtype, layout):
+        # The family OVERLAP_OPS_GROUPED_MM_BACKEND asks for (auto: the
+        # GPU's) is the one whose GEMM runs, and no other family's does, so
+        # a suite run with the switch set really tests that path.
+        expected = _expected_family(device, dtype)
+        if dtype == torch.float32 and layout == "2d_2d" and expected == "sm90":
+            expected = "generic"  # TF32 WGMMA cannot group along K
+        sizes = [40, 0, 72, 24, 56]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        shapes = {
+            "2d_3d": ((total, 64), (5, 64, 48)),
+            "3d_2d": ((5, 40, 64), (64, total)),
+            "2d_2d": ((56, total), (total, 48)),
+            "3d_3d": ((5, 40, 64), (5, 64, 48)),
+        }
+        a_shape, b_shape = shapes[layout]
+        a = _randn(*a_shape, device=device, dtype=dtype)
+        b = _randn(*b_shape, device=device, dtype=dtype)
+        if layout == "3d_3d":
+            offs = None
+        names = [name for name, _ in _launched_grids(
+            lambda: _grouped_mm(a, b, offs), carveout=0)]
+        for family, fragment in _FAMILY_KERNELS.items():
+            ran = any(fragment in name for name in names)
+            self.assertEqual(ran, family == expected,
+                             f"{family} kernel ran: {ran}, expected "
+                             f"{expected}; kernels: {names}")
+        if expected in _FILL_KERNEL:
+            self.assertTrue(any("fill_group_arguments" in name and
+                                _FILL_KERNEL[expected] in name
+                                for name in names), names)
+
     @dtypes(*DTYPES)
     @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
     @parametrize("out_fp32", [False, True])
     def test_forced_sm80_path_runs(self, device, dtype, layout, out_fp32):
-        # GPU-unverified when written: the first H200 session checks it.
         if torch.cuda.get_device_capability(device)[0] < 8:
             self.skipTest("the SM80 kernels need SM80 or later")
         if out_fp32 and dtype == torch.float32:
@@ -234,6 +296,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
     @dtypes(torch.bfloat16, torch.float32)
     def test_forced_sm80_takes_fp32_only_with_tf32(self, device, dtype):
         # float32 takes the SM80 kernels only when TF32 is allowed.
+        if torch.cuda.get_device_capability(device)[0] < 8:
+            self.skipTest("the SM80 kernels need SM80 or later")
         a = _randn(64, 32, device=device, dtype=dtype)
         b = _randn(4, 32, 16, device=device, dtype=dtype)
         offs = make_offsets([16, 0, 40, 8], device)

@@ -12,6 +12,9 @@ OUT=$(mktemp -d /tmp/gpu_session.XXXXXX)
 mkdir -p "$FINAL" "$OUT/carveout" "$OUT/overlap" "$OUT/moe"
 trap 'tar czf "$FINAL/session.tgz" -C "$OUT" .' EXIT
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+# Room for the SM80 kernels JIT-compiled from PTX on Hopper (testsm80,
+# benchsm80), so later stages and processes reuse them.
+export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [[ -d .whl ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
@@ -56,12 +59,22 @@ for stage in "$@"; do
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
     testsm80)
-      # The SM80 (CUTLASS 2.x) path forced on this GPU: the CUDA grouped-mm
-      # suites, plus the carveout tests that go through it.
+      # The SM80 (CUTLASS 2.x) path forced on this GPU; on the H200 its
+      # kernels are JIT-compiled from compute_80 PTX (the driver caches
+      # them). The CUDA grouped-mm suites (contract tests, no-sync, graph
+      # replay, carveout grid, bad offsets, MoE step) and the carveout tests
+      # that go through it; test_backend_selects_kernels fails if another
+      # family's GEMM ran. Then the float32 CUDA tests again with TF32
+      # allowed, so they take the SM80 TF32 kernels instead of the exact
+      # generic one.
       OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 python3 -m pytest -q \
         test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
         test/test_sm_carveout.py -k "cuda or CUDA" \
         2>&1 | tee "$OUT/test_sm80.log" | tail -25
+      OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 OVERLAP_OPS_TEST_TF32=1 \
+        python3 -m pytest -q test/test_grouped_mm_cuda.py \
+        test/test_grouped_mm_autograd.py -k "cuda and float32" \
+        2>&1 | tee "$OUT/test_sm80_tf32.log" | tail -15
       ;;
     sanitize)
       compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
@@ -123,12 +136,15 @@ for stage in "$@"; do
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
     benchsm80)
-      # Forced SM80 path vs stock torch; compare with a plain bench stage for
-      # the Hopper path. An H200 run is not an A100 run: say so in results.
+      # Forced SM80 path vs stock torch, into $OUT/sm80. The Hopper column
+      # to compare with is a bench stage with the same BENCH_ARGS. An H200
+      # run is not an A100 run: say so in the results.
       mkdir -p "$OUT/sm80"
-      python3 tools/bench_grouped_mm.py --out "$OUT/sm80" \
-        --backend-env OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 ${BENCH_ARGS:-} \
-        2>&1 | tail -60
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "benchsm80: $left s left"
+      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/sm80" \
+        --backend-env OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 \
+        --passes fwd --dtypes bf16,fp16,fp32 ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
