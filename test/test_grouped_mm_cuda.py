@@ -34,7 +34,11 @@ from torch.testing._internal.common_device_type import (
     dtypes,
     instantiate_device_type_tests,
 )
-from torch.testing._internal.common_utils import parametrize, run_tests
+from torch.testing._internal.common_utils import (
+    TestCase,
+    parametrize,
+    run_tests,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from grouped_mm_reference import (  # noqa: E402
@@ -57,12 +61,14 @@ from test_grouped_mm import (  # noqa: E402
     overlap_ops,
 )
 
-# Name fragment of the CUTLASS 2.x grouped kernel (the SM80 path).
-_SM80_KERNEL = "gemm::kernel::GemmGrouped"
-# Name fragments of each family's GEMM kernel.
+# Name fragments of each family's GEMM kernel. The profiler reports CUTLASS
+# kernels by their mangled names (seen on the H200), so each fragment is one
+# identifier that reads the same mangled and demangled.
+_SM80_KERNEL = "GemmGrouped"  # CUTLASS 2.x cutlass::gemm::kernel::GemmGrouped
 _FAMILY_KERNELS = {
     "sm80": _SM80_KERNEL,
-    "sm90": "gemm::kernel::GemmUniversal",  # CUTLASS 3.x pointer-array
+    # CUTLASS 3.x pointer-array mainloop
+    "sm90": "MainloopSm90ArrayTmaGmmaWarpSpecialized",
     "generic": "generic_grouped_mm_kernel",
 }
 # The one argument-filling kernel, with each tensor-core path's writer.
@@ -315,6 +321,32 @@ def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
         return launched_kernels(fn)
     finally:
         torch._C._set_sm_carveout_experimental(None)
+
+
+class TestKernelNameFragments(TestCase):
+    """The fragments above against kernel names the profiler reported on
+    the H200 (shortened), so a fragment that cannot match fails on the CPU
+    rather than in a GPU run (first written as demangled qualified names,
+    which the mangled names do not contain)."""
+
+    seen = {
+        "sm80": "_ZN7cutlass6KernelINS_4gemm6kernel11GemmGroupedINS1_11"
+                "threadblock13MmaMultistageINS1_9GemmShapeILi128ELi128ELi32EEE",
+        "sm90": "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalINS1_"
+                "17GroupProblemShapeIN4cute5tupleIJiiiEEEEENS1_10collective13"
+                "CollectiveMmaINS1_39MainloopSm90ArrayTmaGmmaWarpSpecialized"
+                "ILi6ENS6_IJNS5_1CILi1EEESD_SD_EEE",
+        # Not in the H200 logs: the demangled form the profiler gives our
+        # own (non-CUTLASS) kernels, such as fill_group_arguments.
+        "generic": "void at::native::grouped_mm::(anonymous namespace)::"
+                   "generic_grouped_mm_kernel<c10::BFloat16, float, int>(...)",
+    }
+
+    def test_each_fragment_matches_only_its_family(self):
+        for family, fragment in _FAMILY_KERNELS.items():
+            for other, name in self.seen.items():
+                self.assertEqual(fragment in name, family == other,
+                                 f"{family} fragment {fragment!r} vs {other}")
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
