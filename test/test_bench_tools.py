@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import bench_grouped_mm as bench  # noqa: E402
 import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
+import compare_grouped_mm_runs as compare_runs  # noqa: E402
 
 try:
     import overlap_ops  # noqa: F401
@@ -515,6 +516,46 @@ class TestBenchLoop(TestCase):
     def test_median(self) -> None:
         self.assertEqual(bench._median([3.0, 1.0, 2.0]), 2.0)
         self.assertEqual(bench._median([4.0, 1.0, 2.0, 3.0]), 2.5)
+
+
+class TestCompareRuns(TestCase):
+    """tools/compare_grouped_mm_runs.py on two small fake runs."""
+
+    @staticmethod
+    def _run(rows):
+        return {"rows": [dict(case=c, dist="balanced", dtype=d, **{
+            "pass": "fwd", "ours_us": ours, "stock_us": stock})
+            for c, d, ours, stock in rows]}
+
+    def test_ratios_summary_and_unmatched_rows(self):
+        first = self._run([("a", "bf16", 300.0, 150.0), ("b", "bf16", 100.0, 100.0),
+                           ("c", "tf32", 50.0, 25.0)])
+        second = self._run([("a", "bf16", 150.0, 150.0), ("b", "bf16", 100.0, 90.0)])
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [Path(tmp) / "first.json", Path(tmp) / "second.json"]
+            for path, run in zip(paths, (first, second)):
+                path.write_text(json.dumps(run))
+            out = Path(tmp) / "cmp.md"
+            self.assertEqual(compare_runs.main(
+                [str(paths[0]), str(paths[1]), "--labels", "sm80,hopper",
+                 "--out", str(out)]), 0)
+            text = out.read_text()
+        # bf16: sm80/stock = gm(2, 1) = 1.41; sm80/hopper = gm(2, 1) = 1.41,
+        # worst 2.00 on case a. tf32 has no hopper row: its ratio is "-".
+        self.assertIn("| bf16 | fwd | 2 | 1.41 | 1.41 | 2.00 (a balanced) |", text)
+        self.assertIn("| tf32 | fwd | 1 | 2.00 | - | - |", text)
+        self.assertIn("| c | balanced | tf32 | fwd | 50.0 | - | 25.0 | 2.00 | - |",
+                      text)
+
+    def test_bad_labels_and_missing_file_are_rejected(self):
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            with self.assertRaises(SystemExit):
+                compare_runs.main(["x.json", "y.json", "--labels", "one"])
+        self.assertIn("--labels needs two names", err.getvalue())
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            with self.assertRaises(SystemExit):
+                compare_runs.main(["/nonexistent.json", "/nonexistent2.json"])
+        self.assertIn("does not exist", err.getvalue())
 
 
 instantiate_parametrized_tests(TestGroupSizes)
