@@ -261,6 +261,16 @@ class TestBuildWheelPlan(TestCase):
         self.assertEqual(plan.env["USE_ROCM"], "1")
         self.assertEqual(plan.env["PYTORCH_ROCM_ARCH"], "gfx942")
 
+    def test_hopper_without_sm90a_is_refused(self) -> None:
+        for arch_list, refused in (("8.0;9.0", True), ("9.0+PTX", True),
+                                   ("8.0;9.0a", False), ("9.0;9.0a", False),
+                                   ("8.0;8.9", False)):
+            with unittest.mock.patch.dict(
+                    os.environ, {"TORCH_CUDA_ARCH_LIST": arch_list}):
+                plan = self._plan(lambda tool: f"/usr/bin/{tool}", backend="cuda")
+            self.assertEqual(any("not 9.0a" in p for p in plan.problems), refused,
+                             (arch_list, plan.problems))
+
     def test_nonexistent_pytorch_src(self) -> None:
         plan = self._plan(lambda tool: f"/usr/bin/{tool}", backend="cuda",
                           src=Path("/nonexistent/pytorch"))

@@ -187,6 +187,25 @@ def _build_env(backend: str, arch_list: str, max_jobs: int,
     return env
 
 
+def _arch_problems(backend: str, arch_list: str) -> list[str]:
+    """The Hopper grouped-mm kernels (WGMMA, TMA) exist only in sm_90a code.
+    Upstream compiles its own SM90 CUTLASS files for sm_90a per file
+    (_BUILD_FOR_ADDITIONAL_ARCHS in cmake/Codegen.cmake); the series does not
+    add ours there yet, so a "9.0" without "9.0a" would build kernels that
+    trap on an H100/H200. Refuse that list before hours of compiling."""
+    if backend != "cuda":
+        return []
+    archs = {a.strip().lower() for a in arch_list.replace(" ", ";").split(";")
+             if a.strip()}
+    has_hopper = any(a.split("+")[0] in ("9.0", "90") for a in archs)
+    has_hopper_a = any(a.split("+")[0] in ("9.0a", "90a") for a in archs)
+    if has_hopper and not has_hopper_a:
+        return [f"TORCH_CUDA_ARCH_LIST={arch_list!r} has 9.0 but not 9.0a: "
+                "the Hopper grouped-mm kernels need sm_90a code; use 9.0a "
+                "instead of 9.0 (for example \"8.0;9.0a\")"]
+    return []
+
+
 def make_plan(args: argparse.Namespace, root: Path,
               which: Which = shutil.which,
               has_module: Callable[[str], bool] = _has_module) -> Plan:
@@ -201,7 +220,7 @@ def make_plan(args: argparse.Namespace, root: Path,
     src = (args.pytorch_src or root / "build" / "pytorch").resolve()
     clone = args.pytorch_src is None and not (src / ".git").exists()
     problems = (_tool_problems(backend, which) + _python_problems(has_module)
-                + jobs_problems)
+                + jobs_problems + _arch_problems(backend, arch_list))
     if args.pytorch_src is not None and not src.exists():
         problems.append(f"--pytorch-src {src} does not exist: clone "
                         f"{upstream.url} at {upstream.tag} there (with "
