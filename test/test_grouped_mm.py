@@ -238,6 +238,16 @@ class _ContractTests:
         self._run_and_check(a, b, make_offsets([0, 0, 0], device))
 
     @dtypes(torch.bfloat16, torch.float32)
+    def test_no_groups_gives_zeros(self, device, dtype):
+        # G = 0 with rows (or columns) to fill: every one is past offs[-1].
+        # (CUDA: CUTLASS's grouped scheduler must not launch on 0 problems.)
+        offs = make_offsets([], device)
+        self._run_and_check(_randn(6, 8, device=device, dtype=dtype),
+                            _randn(0, 8, 4, device=device, dtype=dtype), offs)
+        self._run_and_check(_randn(0, 5, 8, device=device, dtype=dtype),
+                            _randn(8, 7, device=device, dtype=dtype), offs)
+
+    @dtypes(torch.bfloat16, torch.float32)
     def test_zero_k_gives_zeros_plus_bias(self, device, dtype):
         # K = 0 in every layout: the product is empty, the output is the bias.
         offs = make_offsets([2, 0, 3], device)

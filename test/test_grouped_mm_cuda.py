@@ -182,6 +182,33 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         grids = _launched_grids(lambda: _grouped_mm(a, b, offs), carveout=0)
         self.assertEqual(max(blocks for _, blocks in grids) <= sms, True)
 
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("call", ["wgrad_empty_group", "fwd_bias"])
+    def test_carveout_limits_helper_kernel_grids(self, device, dtype, call):
+        # The finish kernel (k = 0 groups, bias) and the tail kernel run
+        # beside the GEMM and must stay within SMs - k as well.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        carveout = 16
+        sizes = [300, 0, 500, 200]
+        offs = make_offsets(sizes, device)
+        if call == "wgrad_empty_group":
+            a = _randn(256, sum(sizes) + 24, device=device, dtype=dtype)
+            b = _randn(sum(sizes) + 24, 384, device=device, dtype=dtype)
+            bias = None
+        else:
+            a = _randn(sum(sizes) + 24, 256, device=device, dtype=dtype)
+            b = _randn(4, 256, 384, device=device, dtype=dtype)
+            bias = torch.randn(4, 384, device=device, dtype=dtype)
+        grids = _launched_grids(lambda: _grouped_mm(a, b, offs, bias),
+                                carveout=carveout)
+        names = [name for name, _ in grids]
+        self.assertTrue(any("finish_groups_kernel" in n for n in names) or
+                        any("generic_grouped_mm_kernel" in n for n in names),
+                        names)
+        for name, blocks in grids:
+            self.assertLessEqual(blocks, sms - carveout, name)
+        self._run_and_check(a, b, offs, bias)
+
     def test_carveout_out_of_range_raises(self, device):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)

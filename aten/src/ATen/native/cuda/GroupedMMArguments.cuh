@@ -71,8 +71,9 @@ __device__ __forceinline__ Group group_problem(
   int64_t start = 0;
   int64_t size = 0;
   if (geo.grouped != GroupedDim::kNone) {
-    // Clamping the previous end first makes the clamped ends monotone, so
-    // the groups never overlap even when offs decreases.
+    // Both ends are clamped into [0, extent] and the end to at least the
+    // start, so a group stays inside the operands whatever offs holds.
+    // Groups can still overlap when offs decreases (see the note below).
     int64_t prev_end = 0;
     if (g > 0) {
       prev_end = clamp_offset(offs, g - 1, 0, geo.extent);

@@ -119,6 +119,11 @@ Tensor grouped_mm_cuda(
   args.sm_limit = at::cuda::current_device_sm_limit();
 
   grouped_mm::launch_zero_tail(args);
+  if (args.geo.num_groups == 0) {
+    // No groups: the tail kernel zeroed every row. CUTLASS's grouped
+    // scheduler reads problem 0 unconditionally, so it must not launch.
+    return out;
+  }
   if (!grouped_mm::try_launch_sm90_grouped_mm(args) &&
       !grouped_mm::try_launch_sm80_grouped_mm(args)) {
     // The generic kernel also writes k = 0 groups and the bias itself.

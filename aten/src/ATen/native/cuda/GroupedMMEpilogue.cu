@@ -14,8 +14,9 @@ namespace at::native::grouped_mm {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kFinishThreads = 512;
-constexpr int kFinishBlocksPerSm = 4;
+// One block per allowed SM (the carveout), as wide as a block goes, so the
+// grid still keeps enough stores in flight.
+constexpr int kFinishThreads = 1024;
 
 template <typename Out, typename OffsT>
 __global__ void zero_tail_kernel(Geometry geo, Out* d, const OffsT* offs) {
@@ -47,7 +48,7 @@ struct alignas(16) OutVector {
 // bias added to what the GEMM wrote. With kVectorized, a thread owns 16
 // contiguous bytes of a row.
 template <typename Out, typename OffsT, bool kVectorized>
-__global__ void finish_groups_kernel(
+__global__ void __launch_bounds__(kFinishThreads) finish_groups_kernel(
     Geometry geo, Out* d, const OffsT* offs, const float* bias) {
   using Vec = OutVector<Out>;
   constexpr int kStep = kVectorized ? Vec::kSize : 1;
@@ -55,7 +56,8 @@ __global__ void finish_groups_kernel(
   __shared__ int work_count;
   const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t threads = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t first = 0; first < geo.num_groups; first += blockDim.x) {
+  // work[] holds one entry per thread: launched with kFinishThreads only.
+  for (int64_t first = 0; first < geo.num_groups; first += kFinishThreads) {
     if (threadIdx.x == 0) {
       work_count = 0;
     }
@@ -132,8 +134,9 @@ void launch_finish_groups(const LaunchArgs& args) {
     return;
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
-  // Enough resident threads per SM to keep stores in flight.
-  const dim3 grid(static_cast<unsigned>(args.sm_limit * kFinishBlocksPerSm));
+  // Never more blocks than the SM carveout allows: this kernel, like the
+  // GEMMs, must leave k SMs to the collective running beside it.
+  const dim3 grid(static_cast<unsigned>(args.sm_limit));
   const float* bias =
       args.bias.defined() ? args.bias.const_data_ptr<float>() : nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(

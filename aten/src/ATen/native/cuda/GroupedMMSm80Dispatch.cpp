@@ -59,15 +59,23 @@ std::optional<Access> widest_access(
 }
 
 // CUTLASS's device-side scheduler numbers the tiles of all groups in int32.
-// Bound the total from host-known sizes: grouping rows adds at most one
-// partial row tile per group.
+// Bound the total from host-known sizes. Valid offsets would allow a tight
+// bound (one partial row tile per group), but unchecked offsets are not
+// validated and decreasing ones make clamped groups overlap (up to the full
+// extent each), so the bound assumes every group may span all rows; only
+// huge problems (e.g. 4096 groups x 1M rows x 16K columns) exceed it and
+// take the generic kernel.
 bool tile_count_fits_int32(const Geometry& geo) {
   const auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const int64_t col_tiles = ceil_div(geo.n, sm80::kTileN);
-  const int64_t row_tiles = geo.grouped == GroupedDim::kRows
-      ? ceil_div(geo.extent, sm80::kTileM) + geo.num_groups
-      : geo.num_groups * ceil_div(geo.m, sm80::kTileM);
+  const int64_t rows_per_group =
+      geo.grouped == GroupedDim::kRows ? geo.extent : geo.m;
+  const int64_t group_row_tiles = ceil_div(rows_per_group, sm80::kTileM);
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (group_row_tiles != 0 && geo.num_groups > kMax / group_row_tiles) {
+    return false;
+  }
+  const int64_t row_tiles = geo.num_groups * group_row_tiles;
   return col_tiles == 0 || row_tiles <= kMax / col_tiles;
 }
 
