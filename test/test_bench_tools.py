@@ -558,6 +558,21 @@ class TestCompareRuns(TestCase):
         self.assertIn("does not exist", err.getvalue())
 
 
+class TestProfileTool(TestCase):
+    """tools/profile_grouped_mm.py (the ncu driver) refuses an unknown case
+    with the list of known ones, before it touches a GPU."""
+
+    def test_unknown_case_lists_the_suite(self):
+        import profile_grouped_mm
+        with unittest.mock.patch.object(sys, "argv", [
+                "profile_grouped_mm.py", "--case", "no_such_case"]), \
+                contextlib.redirect_stderr(io.StringIO()) as err:
+            with self.assertRaises(SystemExit):
+                profile_grouped_mm.main()
+        self.assertIn("--case 'no_such_case' is not in", err.getvalue())
+        self.assertIn("deepseek_v3_decode", err.getvalue())
+
+
 instantiate_parametrized_tests(TestGroupSizes)
 instantiate_parametrized_tests(TestReferenceCheck)
 
