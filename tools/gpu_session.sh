@@ -136,15 +136,23 @@ for stage in "$@"; do
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
     benchsm80)
-      # Forced SM80 path vs stock torch, into $OUT/sm80. The Hopper column
-      # to compare with is a bench stage with the same BENCH_ARGS. An H200
+      # Forced SM80 path vs stock torch into $OUT/sm80, then the same rows
+      # with default dispatch (our Hopper kernels) into $OUT/sm80/hopper, and
+      # the row-by-row comparison (results/sm80/README.md reads it). An H200
       # run is not an A100 run: say so in the results.
-      mkdir -p "$OUT/sm80"
-      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
-      echo "benchsm80: $left s left"
-      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/sm80" \
-        --backend-env OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 \
-        --passes fwd --dtypes bf16,fp16,fp32 ${BENCH_ARGS:-} 2>&1 | tail -60
+      mkdir -p "$OUT/sm80/hopper"
+      for column in sm80 hopper; do
+        left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+        echo "benchsm80 ($column): $left s left"
+        out="$OUT/sm80"; env_args=(--backend-env OVERLAP_OPS_GROUPED_MM_BACKEND=sm80)
+        [[ $column == hopper ]] && out="$OUT/sm80/hopper" && env_args=()
+        timeout "$left" python3 tools/bench_grouped_mm.py --out "$out" \
+          "${env_args[@]}" --passes fwd --dtypes bf16,fp16,fp32 \
+          ${BENCH_ARGS:-} 2>&1 | tail -12
+      done
+      python3 tools/compare_grouped_mm_runs.py "$OUT/sm80/grouped_mm_results.json" \
+        "$OUT/sm80/hopper/grouped_mm_results.json" --labels sm80,hopper \
+        --out "$OUT/sm80/comparison.md" && head -6 "$OUT/sm80/comparison.md"
       ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
