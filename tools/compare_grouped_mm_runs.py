@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any, Optional
+
+from grouped_mm_report import geomean
 
 Key = tuple[str, str, str, str]
 
@@ -42,13 +43,6 @@ def _fmt(value: Optional[float], digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _geomean(values: list[Optional[float]]) -> Optional[float]:
-    kept = [v for v in values if v is not None]
-    if not kept:
-        return None
-    return math.exp(sum(math.log(v) for v in kept) / len(kept))
-
-
 def compare(first: dict[Key, dict[str, Any]], second: dict[Key, dict[str, Any]],
             labels: tuple[str, str]) -> str:
     """Markdown: a summary per (dtype, pass), then every row."""
@@ -67,7 +61,7 @@ def compare(first: dict[Key, dict[str, Any]], second: dict[Key, dict[str, Any]],
         worst_cell = "-" if worst is None else (
             f"{worst[0]:.2f} ({worst[1][0]} {worst[1][1]})")
         lines.append(f"| {dtype} | {pass_name} | {len(group)} | "
-                     f"{_fmt(_geomean(vs_stock))} | {_fmt(_geomean(vs_second))} | "
+                     f"{_fmt(geomean(vs_stock))} | {_fmt(geomean(vs_second))} | "
                      f"{worst_cell} |")
     lines += ["", f"| case | dist | dtype | pass | {a} us | {b} us | stock us | "
               f"{a}/stock | {a}/{b} |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
