@@ -518,6 +518,54 @@ class TestBenchLoop(TestCase):
         self.assertEqual(bench._median([4.0, 1.0, 2.0, 3.0]), 2.5)
 
 
+class TestInterleavedRounds(TestCase):
+    def test_columns_alternate_and_report_the_median_round(self) -> None:
+        order: list[str] = []
+        times = {"ours": iter([30.0, 10.0, 20.0]),
+                 "stock": iter([5.0, 7.0, 6.0])}
+
+        def fake_time(fns, timer):
+            name = fns[0]()
+            order.append(name)
+            self.assertAlmostEqual(timer.rep_ms, 100.0 / 3)
+            return next(times[name])
+
+        calls = {"ours": [lambda: "ours"], "stock": [lambda: "stock"],
+                 "inductor": []}
+        results = {"ours": {"ours_us": None}, "stock": {"stock_us": None},
+                   "inductor": {"inductor_us": None}}
+        timer = bench.Timer(25.0, 100.0, 20, 2000, rounds=3)
+        with unittest.mock.patch.object(bench, "_time_us",
+                                        side_effect=fake_time):
+            bench._time_columns(calls, results, timer)
+        self.assertEqual(order, ["ours", "stock"] * 3)
+        self.assertEqual(results["ours"]["ours_us"], 20.0)
+        self.assertEqual(results["ours"]["ours_rounds_us"], [30.0, 10.0, 20.0])
+        self.assertEqual(results["stock"]["stock_us"], 6.0)
+        self.assertIsNone(results["inductor"]["inductor_us"])
+
+    def test_a_column_that_raises_is_na_and_the_others_go_on(self) -> None:
+        def fake_time(fns, timer):
+            if fns[0]() == "ours":
+                raise RuntimeError("boom\nmore")
+            return 4.0
+
+        calls = {"ours": [lambda: "ours"], "stock": [lambda: "stock"]}
+        results = {"ours": {"ours_us": None}, "stock": {"stock_us": None}}
+        with unittest.mock.patch.object(bench, "_time_us",
+                                        side_effect=fake_time):
+            bench._time_columns(calls, results,
+                                bench.Timer(25.0, 90.0, 20, 2000, rounds=2))
+        self.assertIsNone(results["ours"]["ours_us"])
+        self.assertEqual(results["ours"]["ours_error"], "RuntimeError: boom")
+        self.assertEqual(results["stock"]["stock_us"], 4.0)
+
+    def test_rounds_must_be_positive(self) -> None:
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit):
+                bench._parse_args(["--rounds", "0"])
+
+
 class TestCompareRuns(TestCase):
     """tools/compare_grouped_mm_runs.py on two small fake runs."""
 

@@ -81,6 +81,10 @@ class Timer:
     rep_ms: float
     min_runs: int
     max_runs: int
+    # Columns are timed in this many interleaved rounds (ours, stock, ...,
+    # ours, stock, ...) and each reports its median round, so a clock or
+    # thermal drift during a row moves every column alike.
+    rounds: int = 3
 
 
 def _csv(allowed: Sequence[str]) -> Callable[[str], list[str]]:
@@ -102,6 +106,18 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected names, got {text!r}")
     return names
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 1, got {text!r}")
+    return value
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -150,6 +166,9 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--rep-ms", type=float, default=100.0)
     parser.add_argument("--min-runs", type=int, default=20)
     parser.add_argument("--max-runs", type=int, default=2000)
+    parser.add_argument("--rounds", type=_positive_int, default=3,
+                        help="interleaved timing rounds per column; each "
+                        "round times --rep-ms / rounds (default 3)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
@@ -392,11 +411,14 @@ def _check_column(name: str, fn: Callable[..., torch.Tensor],
             f"{name}_rel_err": err, f"{name}_error": None}
 
 
-def _run_column(name: str, fn: Callable[..., torch.Tensor], spec: RowSpec,
-                sets: list[tuple[torch.Tensor, torch.Tensor]],
-                offs: torch.Tensor, sizes: list[int], ref: torch.Tensor,
-                timer: Timer) -> dict[str, Any]:
-    """Checks (on the first input set) then times one column.
+def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],
+                       spec: RowSpec,
+                       sets: list[tuple[torch.Tensor, torch.Tensor]],
+                       offs: torch.Tensor, sizes: list[int],
+                       ref: torch.Tensor) -> tuple[dict[str, Any],
+                                                   list[Callable[[], Any]]]:
+    """Checks one column (on the first input set) and returns its result
+    so far and the calls to time (none when it cannot run).
 
     A column that fails to run is n/a with its error; one that runs but
     gives wrong results is still timed and marked "fail".
@@ -404,13 +426,32 @@ def _run_column(name: str, fn: Callable[..., torch.Tensor], spec: RowSpec,
     result = _check_column(name, fn, spec, *sets[0], offs, sizes, ref)
     result[f"{name}_us"] = None
     if result[f"{name}_check"] == "n/a":
-        return result
-    try:
-        calls = [lambda a=a, b=b: fn(a, b, offs) for a, b in sets]
-        result[f"{name}_us"] = _time_us(calls, timer)
-    except Exception as error:  # noqa: BLE001  (recorded as n/a)
-        result[f"{name}_error"] = _first_line(error)
-    return result
+        return result, []
+    return result, [lambda a=a, b=b: fn(a, b, offs) for a, b in sets]
+
+
+def _time_columns(calls: dict[str, list[Callable[[], Any]]],
+                  results: dict[str, dict[str, Any]], timer: Timer) -> None:
+    """Times the columns in ``timer.rounds`` interleaved rounds; each
+    column's time is its median round (``{name}_rounds_us`` keeps all)."""
+    per_round = dataclasses.replace(
+        timer, rep_ms=timer.rep_ms / timer.rounds,
+        min_runs=max(1, math.ceil(timer.min_runs / timer.rounds)))
+    rounds: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(timer.rounds):
+        for name, fns in calls.items():
+            if not fns:
+                continue
+            try:
+                rounds[name].append(_time_us(fns, per_round))
+            except Exception as error:  # noqa: BLE001  (recorded as n/a)
+                results[name][f"{name}_error"] = _first_line(error)
+                calls[name] = []
+                rounds[name] = []
+    for name, times in rounds.items():
+        if times:
+            results[name][f"{name}_us"] = _median(times)
+            results[name][f"{name}_rounds_us"] = times
 
 
 def _run_row(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
@@ -460,11 +501,16 @@ def _run_columns(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
     offs = torch.tensor(cases.offsets(sizes), device=device,
                         dtype=torch.int32)
     ref = _reference(spec, *sets[0], sizes)
-    result: dict[str, Any] = {}
+    results: dict[str, dict[str, Any]] = {}
+    calls: dict[str, list[Callable[[], Any]]] = {}
     for name, fn in fns.items():
-        result.update(_run_column(name, fn, spec, sets, offs, sizes, ref,
-                                  timer))
-    return result
+        results[name], calls[name] = _check_and_prepare(
+            name, fn, spec, sets, offs, sizes, ref)
+    _time_columns(calls, results, timer)
+    merged: dict[str, Any] = {}
+    for result in results.values():
+        merged.update(result)
+    return merged
 
 
 # ----------------------------------------------------------------- output
@@ -546,7 +592,8 @@ def _bench(args: argparse.Namespace) -> int:
     ours_version = _import_ours(args.backend_env)
     if "fp32" in args.dtypes:
         torch.backends.cuda.matmul.allow_tf32 = True
-    timer = Timer(args.warmup_ms, args.rep_ms, args.min_runs, args.max_runs)
+    timer = Timer(args.warmup_ms, args.rep_ms, args.min_runs, args.max_runs,
+                  args.rounds)
     out_dir = Path(args.out)
     results: dict[str, Any] = {
         "schema": 1,
@@ -562,9 +609,12 @@ def _bench(args: argparse.Namespace) -> int:
         "dists": suite.dists,
         "ours_label": _ours_label(args.backend_env),
         "backend_env": dict(args.backend_env),
-        "timer": (f"median of per-call CUDA events, >= {timer.min_runs} "
-                  f"runs / {timer.rep_ms:.0f} ms after {timer.warmup_ms:.0f}"
-                  " ms warm-up, inputs rotated when a set is < 2x L2"),
+        "timer": (f"median of {timer.rounds} interleaved rounds (ours, "
+                  "stock, ... per round); each round the median of "
+                  f"per-call CUDA events, >= {timer.min_runs} runs / "
+                  f"{timer.rep_ms:.0f} ms in all after "
+                  f"{timer.warmup_ms:.0f} ms warm-up; inputs rotated when "
+                  "a set is < 2x L2"),
         "tolerance": _TOLERANCE,
         "group_sizes": {},
         "rows": [],
