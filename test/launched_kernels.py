@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import unittest
 from typing import Callable
 
 import torch
@@ -29,4 +30,11 @@ def launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
         if event.get("cat") == "kernel" and "grid" in event.get("args", {}):
             x, y, z = event["args"]["grid"]
             kernels.append((event["name"], x * y * z))
+    if not kernels:
+        # Every call measured here launches at least one kernel, so an empty
+        # trace means the profiler could not attach (CUPTI has one
+        # subscriber, and compute-sanitizer takes it): nothing to check.
+        raise unittest.SkipTest(
+            "the profiler recorded no CUDA kernels (CUPTI unavailable, e.g. "
+            "under compute-sanitizer)")
     return kernels

@@ -77,9 +77,20 @@ for stage in "$@"; do
         2>&1 | tee "$OUT/test_sm80_tf32.log" | tail -15
       ;;
     sanitize)
-      compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
-        python3 -m pytest -q -x test/test_grouped_mm_cuda.py -k "2d_3d or bad or many" \
-        2>&1 | tee "$OUT/sanitize.log" | tail -15
+      # memcheck over the CUDA grouped-mm tests, once per kernel family and
+      # SM90 tile config (profiler-based tests skip: CUPTI is taken).
+      for backend_tile in auto:auto auto:small auto:medium auto:large \
+          sm80:auto generic:auto; do
+        backend=${backend_tile%%:*}; tile=${backend_tile#*:}
+        echo "-- memcheck backend=$backend tile=$tile"
+        OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
+          timeout 150 compute-sanitizer --tool memcheck --report-api-errors no \
+          --error-exitcode 3 python3 -m pytest -q test/test_grouped_mm_cuda.py \
+          -k "CUDA and ${SANITIZE_K:-not nothing}" \
+          > "$OUT/sanitize_${backend}_${tile}.log" 2>&1
+        echo "rc=$?"; grep -E "passed|failed|ERROR SUMMARY" \
+          "$OUT/sanitize_${backend}_${tile}.log" | tail -3
+      done
       ;;
     carveout)
       python3 -m pytest -q test/test_sm_carveout.py -k "cuda or CUDA" 2>&1 \
