@@ -14,6 +14,14 @@ import torch
 def launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
     """(name, CTAs launched) for every CUDA kernel of one call of fn. fn runs
     once before, so one-time setup kernels stay out of the trace."""
+    return [(name, ctas) for name, ctas, _ in launched_kernels_on_streams(fn)]
+
+
+def launched_kernels_on_streams(
+        fn: Callable[[], object]) -> list[tuple[str, int, int]]:
+    """(name, CTAs launched, stream id) for every CUDA kernel of one call of
+    fn, as launched_kernels. The stream id is the profiler's (CUPTI's), not
+    a cudaStream_t: compare it only with other kernels of the same trace."""
     from torch.profiler import profile, ProfilerActivity
 
     fn()
@@ -29,7 +37,8 @@ def launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
     for event in trace["traceEvents"]:
         if event.get("cat") == "kernel" and "grid" in event.get("args", {}):
             x, y, z = event["args"]["grid"]
-            kernels.append((event["name"], x * y * z))
+            kernels.append((event["name"], x * y * z,
+                            int(event["args"].get("stream", -1))))
     if not kernels:
         # Every call measured here launches at least one kernel, so an empty
         # trace means the profiler could not attach (CUPTI has one

@@ -11,10 +11,11 @@ inside overlap_ops.sm_carveout(k); without it (a wheel built by
 directly, which the patched wheel honours in every GEMM, and the tests of
 the extension's own API (private policy ops, the context manager) skip.
 
-CUDA tests check, for mm, addmm, linear, bmm, baddbmm, fp32 mm, _scaled_mm
-(fp8) and _grouped_mm, that the launched grid (args.grid in the profiler's
-chrome trace) leaves k SMs free for k in {8, 16, 32, 66}, and that results
-equal the no-carveout results.
+CUDA tests check, for mm, addmm, linear, bmm, baddbmm, _scaled_mm (fp8) and
+_grouped_mm in bf16/fp16, that the launched grid (args.grid in the
+profiler's chrome trace) leaves k SMs free for k in {8, 16, 32, 66}, and
+that results equal the no-carveout results. float32 GEMMs (TF32 or not) are
+checked differently, see below.
 
 What "uses at most SMs - k SMs" means. A CTA runs on one SM, so a kernel
 whose grid has at most SMs - k CTAs can occupy at most SMs - k SMs: that is
@@ -60,7 +61,10 @@ except ImportError:  # a patched PyTorch wheel: the carveout is built in
     carveout_mod = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launched_kernels import launched_kernels  # noqa: E402
+from launched_kernels import (  # noqa: E402
+    launched_kernels,
+    launched_kernels_on_streams,
+)
 
 HAS_EXTENSION = overlap_ops is not None
 HAS_CUDA_KERNELS = not HAS_EXTENSION or overlap_ops.has_cuda_kernels()
@@ -169,12 +173,68 @@ def _make_gemm(op: str, device: str, dtype: torch.dtype, size: int = 2048,
     raise AssertionError(op)
 
 
-# Known gap, seen on the H200 (torch 2.11, 2026-11-30): for float32 cuBLAS
-# picks non-persistent kernels (sm80_xmma ffma, cutlass simt sgemm) whose grid
-# is one CTA per tile; cublasSetSmCountTarget changes which kernel runs but
-# not that. The grid check therefore cannot pass for fp32 mm/addmm/linear.
-FP32_CUBLAS_GAP = ("known gap: cuBLAS float32 GEMMs are not persistent, so "
-                   "their grid is not bounded by SMs - k (README, SM carveout)")
+# Records the SM of every block. Blocks of 1024 threads (at most two per SM)
+# that spin for a while, so the scheduler has to spread them over every SM
+# it may use.
+_SMID_PROBE = r"""
+extern "C" __global__ void NAME(int* smids, int spin_cycles) {
+  if (threadIdx.x == 0) {
+    unsigned int smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    smids[blockIdx.x] = static_cast<int>(smid);
+    const long long start = clock64();
+    while (clock64() - start < spin_cycles) {
+    }
+  }
+}
+"""
+_PROBE_THREADS = 1024
+_PROBE_SPIN_CYCLES = 200_000  # ~0.1 ms at 2 GHz
+_PROBE_KERNELS: dict[str, object] = {}
+
+
+def _smid_probe(name: str):
+    """The %smid probe compiled with NVRTC (torch.cuda._compile_kernel)."""
+    if name not in _PROBE_KERNELS:
+        _PROBE_KERNELS[name] = torch.cuda._compile_kernel(
+            _SMID_PROBE.replace("NAME", name), name)
+    return _PROBE_KERNELS[name]
+
+
+def _sms_seen(stream: torch.cuda.Stream, device: str,
+              name: str = "record_smid") -> set[int]:
+    """Distinct SMs that 4 * SMs probe blocks launched on `stream` ran on."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    blocks = 4 * sms
+    smids = torch.full((blocks,), -1, device=device, dtype=torch.int32)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    _smid_probe(name)(grid=(blocks, 1, 1), block=(_PROBE_THREADS, 1, 1),
+                      args=[smids, _PROBE_SPIN_CYCLES], stream=stream)
+    torch.cuda.synchronize(device)
+    seen = set(smids.tolist())
+    assert -1 not in seen, "a probe block did not run"
+    return seen
+
+
+def _green_stream(device: str, k: int) -> tuple[torch.cuda.Stream, int]:
+    """The cached green-context stream of (device, k) and its SM count."""
+    index = torch.device(device).index or 0
+    handle, part_sms = torch.ops.overlap_ops._green_context_stream(index, k)
+    return torch.cuda.ExternalStream(handle, device=device), int(part_sms)
+
+
+def _green_scenario(num_threads: int, calls_per_thread: int,
+                    carveouts: list[int], num_devices: int = 1,
+                    capturing: bool = False, total_sms: int = 132,
+                    min_partition: int = 8,
+                    alignment: int = 8) -> dict[str, int]:
+    """Drives CarveoutStreamCache with the counting double, restricting
+    streams as the CUDA green-context backend does; see test_cu_mask.py."""
+    fields = torch.ops.overlap_ops._carveout_stream_scenario_fields()
+    values = torch.ops.overlap_ops._green_carveout_stream_scenario(
+        num_threads, calls_per_thread, carveouts, num_devices, capturing,
+        total_sms, min_partition, alignment)
+    return dict(zip(fields, values))
 
 
 class TestSMCarveout(TestCase):
@@ -250,6 +310,99 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         for bad in (True, 1.5, "8"):
             with self.assertRaisesRegex(TypeError, "k must be an int or None"):
                 check(bad, sm_count=132)
+
+    @needs_extension
+    @onlyCPU
+    @parametrize("total_sms,min_partition,alignment", [
+        (132, 8, 8), (114, 8, 8), (144, 8, 8), (108, 4, 2), (80, 2, 2),
+        (132, 8, 2), (132, 16, 8)])
+    def test_green_context_sm_count_exhaustive(self, device, total_sms,
+                                               min_partition, alignment):
+        partition = torch.ops.overlap_ops._green_context_sm_count
+        self.assertEqual(partition(total_sms, 0, min_partition, alignment),
+                         total_sms)
+        for k in range(1, total_sms):
+            budget = total_sms - k
+            expected = budget // alignment * alignment
+            if expected < min_partition:
+                with self.assertRaisesRegex(
+                        RuntimeError, rf"k = {k} leaves {budget} of "
+                        rf"{total_sms} SMs"):
+                    partition(total_sms, k, min_partition, alignment)
+                continue
+            got = partition(total_sms, k, min_partition, alignment)
+            self.assertEqual(got, expected, f"k = {k}")
+            # The bound, the granularity, and nothing wasted beyond it.
+            self.assertLessEqual(got, budget)
+            self.assertGreaterEqual(got, min_partition)
+            self.assertEqual(got % alignment, 0)
+            self.assertLess(budget - got, alignment)
+
+    @needs_extension
+    @onlyCPU
+    def test_green_context_sm_count_errors(self, device):
+        partition = torch.ops.overlap_ops._green_context_sm_count
+        with self.assertRaises(RuntimeError) as ctx:
+            partition(132, 125, 8, 8)
+        self.assertExpectedInline(str(ctx.exception).splitlines()[0], """\
+sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context partition on this device (8 SMs, in multiples of 8), which confines GEMMs whose kernels are not persistent (float32, float64, complex); use k <= 124""")  # noqa: B950
+        self.assertEqual(partition(132, 124, 8, 8), 8)
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 132.*k = 132"):
+            partition(132, 132, 8, 8)
+        with self.assertRaisesRegex(RuntimeError, r"k = -1"):
+            partition(132, -1, 8, 8)
+        with self.assertRaisesRegex(RuntimeError, "granularity must be "
+                                    "positive"):
+            partition(132, 8, 8, 0)
+        # min_partition 5 with alignment 4: the smallest partition is 8.
+        with self.assertRaisesRegex(RuntimeError, r"\(8 SMs, in multiples "
+                                    r"of 4\).*use k <= 24"):
+            partition(32, 25, 5, 4)
+
+    @needs_extension
+    @onlyCPU
+    @parametrize("num_threads", [1, 4, 16])
+    def test_green_stream_cache_creates_once(self, device, num_threads):
+        calls, carveouts, devices = 200, [0, 8, 16, 32, 66], 2
+        counts = _green_scenario(num_threads, calls, carveouts, devices)
+        keys = {((t + c) % devices, carveouts[(7 * t + c) % len(carveouts)])
+                for t in range(num_threads) for c in range(calls)}
+        keys = {key for key in keys if key[1] > 0}
+        forked = counts["forks"] - counts["pass_through"]
+        self.assertEqual(counts["forks"], num_threads * calls)
+        self.assertEqual(counts["cache_entries"], len(keys))
+        self.assertEqual(counts["streams_created"], len(keys))
+        # A fork event and a join event (in the green context) per key.
+        self.assertEqual(counts["events_created"], 2 * len(keys))
+        self.assertEqual((counts["records"], counts["waits"]),
+                         (2 * forked, 2 * forked))
+        self.assertEqual(counts["wrong_stream"], 0)
+        self.assertEqual(counts["ordering_violations"], 0)
+        self.assertEqual(counts["streams_destroyed"],
+                         counts["streams_created"])
+        self.assertEqual(counts["events_destroyed"], counts["events_created"])
+
+    @needs_extension
+    @onlyCPU
+    def test_green_stream_cache_capture_passes_through(self, device):
+        # Documented choice (CarveoutStreamCache.h): under capture the GEMM
+        # stays on the capturing stream; a bad k still raises.
+        counts = _green_scenario(4, 50, [8, 16], num_devices=2,
+                                 capturing=True)
+        self.assertEqual(counts["pass_through"], counts["forks"])
+        self.assertEqual(
+            (counts["streams_created"], counts["events_created"],
+             counts["records"], counts["waits"]), (0, 0, 0, 0))
+        with self.assertRaisesRegex(RuntimeError, r"k = 125 leaves 7 of 132"):
+            _green_scenario(1, 1, [125], capturing=True)
+
+    @needs_extension
+    @onlyCPU
+    def test_green_stream_cache_too_few_sms_raises(self, device):
+        with self.assertRaisesRegex(RuntimeError, r"k = 128 leaves 4 of 132"):
+            _green_scenario(2, 3, [128])
+        with self.assertRaisesRegex(RuntimeError, r"0 <= k < 132"):
+            _green_scenario(1, 1, [132])
 
     # ------------------------------------------------------------------
     # The context manager's bookkeeping (CPU: no GPU work is launched)
@@ -378,30 +531,134 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
             f"non-persistent kernel(s) {over} and the SM count target did not "
             f"change cuBLAS's launch at all (no-carveout launch: {baseline})")
 
+    def _skip_without_green_context(self, device: str) -> None:
+        if not HAS_EXTENSION:
+            self.skipTest("the green-context stream is reached through "
+                          "overlap_ops' private ops (extension mode only)")
+        if not hasattr(torch.cuda, "_compile_kernel"):
+            self.skipTest("the %smid probe needs torch.cuda._compile_kernel")
+        reason = carveout_mod.green_context_unavailable_reason(device)
+        if reason is not None:
+            self.skipTest(f"CUDA green contexts unavailable: {reason}")
+
+    def _assert_confined_to_green_context(self, fn: Callable[[], object],
+                                          k: int, device: str) -> None:
+        """float32 GEMMs inside sm_carveout(k) run on the green-context
+        stream of (device, k), whose kernels see at most SMs - k SMs, and
+        give the no-carveout results; see the module docstring."""
+        self._skip_without_green_context(device)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        green, part_sms = _green_stream(device, k)
+        self.assertGreater(part_sms, 0)
+        self.assertLessEqual(part_sms, sms - k)
+
+        def traced():
+            fn()
+            _sms_seen(green, device, "mark_green")
+            _sms_seen(torch.cuda.current_stream(device), device,
+                      "mark_current")
+
+        with sm_carveout(k):
+            kernels = launched_kernels_on_streams(traced)
+        streams = {name: stream for name, _, stream in kernels
+                   if name in ("mark_green", "mark_current")}
+        self.assertEqual(set(streams), {"mark_green", "mark_current"},
+                         f"markers missing from the trace: {kernels}")
+        self.assertNotEqual(streams["mark_green"], streams["mark_current"])
+        gemms = [(name, stream) for name, _, stream in kernels
+                 if not name.startswith("mark_")
+                 and not any(tag in name for tag in NON_GEMM_KERNELS)]
+        self.assertTrue(gemms, f"no GEMM kernel was traced: {kernels}")
+        off_green = [(n, s) for n, s in gemms if s != streams["mark_green"]]
+        self.assertFalse(
+            off_green, f"GEMM kernel(s) not on the green-context stream "
+            f"{streams['mark_green']}: {off_green}")
+
+        # The probe on the same cached stream, and on an ordinary one to
+        # show that it can see more than SMs - k SMs.
+        confined = _sms_seen(green, device)
+        spread = _sms_seen(torch.cuda.current_stream(device), device)
+        self.assertGreater(
+            len(spread), sms - k, f"the probe saw only {len(spread)} SMs on "
+            f"an ordinary stream; it cannot show a bound of {sms - k}")
+        self.assertLessEqual(len(confined), part_sms,
+                             f"green-context probe ran on {sorted(confined)}")
+
+        expected = fn()
+        with sm_carveout(k):
+            got = fn()
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        self.assertEqual(got, expected, **_tolerance(torch.float32, tf32))
+
     @onlyCUDA
     @dtypes(*DTYPES)
     @parametrize("op", GEMM_OPS)
     @parametrize("carveout", CARVEOUTS)
     def test_carveout_limits_grid(self, device, dtype, op, carveout):
         self._skip_without_cuda_kernels()
+        fn = _make_gemm(op, device, dtype)
         if dtype == torch.float32:
-            self.skipTest(FP32_CUBLAS_GAP)
-        self._assert_grid_within_carveout(
-            _make_gemm(op, device, dtype), carveout, device)
+            # cuBLAS's fp32 kernels are not persistent: a green context
+            # bounds them, not their grid.
+            self._assert_confined_to_green_context(fn, carveout, device)
+            return
+        self._assert_grid_within_carveout(fn, carveout, device)
 
     @onlyCUDA
     @parametrize("tf32", [False, True])
     @parametrize("carveout", CARVEOUTS)
     def test_carveout_limits_grid_fp32_mm(self, device, tf32, carveout):
         self._skip_without_cuda_kernels()
-        self.skipTest(FP32_CUBLAS_GAP)
         previous = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
-            self._assert_grid_within_carveout(
+            self._assert_confined_to_green_context(
                 _make_gemm("mm", device, torch.float32), carveout, device)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
+
+    @onlyCUDA
+    def test_carveout_fp32_too_few_sms_raises(self, device):
+        # k = SMs - 1 leaves one SM, below every green-context partition:
+        # float32 raises naming k instead of silently using every SM, while
+        # bf16 (persistent kernels, SM count target) still runs.
+        self._skip_without_cuda_kernels()
+        self._skip_without_green_context(device)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        k = sms - 1
+        a = _randn(256, 128, device=device, dtype=torch.float32)
+        b = _randn(128, 64, device=device, dtype=torch.float32)
+        with sm_carveout(k):
+            with self.assertRaisesRegex(
+                    RuntimeError, rf"k = {k} leaves 1 of {sms} SMs"):
+                torch.mm(a, b)
+            half = torch.mm(a.bfloat16(), b.bfloat16())
+        self.assertEqual(half, torch.mm(a.bfloat16(), b.bfloat16()),
+                         **_tolerance(torch.bfloat16))
+
+    @onlyCUDA
+    def test_carveout_fp32_graph_capture_passes_through(self, device):
+        # Documented choice (CarveoutStreamCache.h): under capture the GEMM
+        # stays on the capturing stream with the SM count target only; the
+        # graph still replays correctly after its input changes.
+        self._skip_without_cuda_kernels()
+        a = _randn(512, 256, device=device, dtype=torch.float32, scale=0.1)
+        b = _randn(256, 384, device=device, dtype=torch.float32)
+        graph = torch.cuda.CUDAGraph()
+        with sm_carveout(16):
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                torch.mm(a, b)  # warm-up outside capture, as torch advises
+            torch.cuda.current_stream(device).wait_stream(side)
+            with torch.cuda.graph(graph):
+                out = torch.mm(a, b)
+        a.copy_(_randn(512, 256, device=device, dtype=torch.float32,
+                       scale=0.1))
+        graph.replay()
+        torch.cuda.synchronize(device)
+        self.assertEqual(out, a @ b, **_tolerance(torch.float32,
+                         torch.backends.cuda.matmul.allow_tf32))
 
     @onlyCUDA
     @unittest.skipIf(not PLATFORM_SUPPORTS_FP8, "needs fp8 (SM89+)")

@@ -12,6 +12,11 @@ bf16 ``_grouped_mm``; plain ``mm``, ``bmm`` and the other ``addmm``/
   ``aten/src/ATen/cuda/CarveoutBlasCUDA.cpp``: cuBLAS with
   ``cublasSetSmCountTarget(handle, SMs - k)``, or cuBLASLt with
   ``CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`` for a bias row (``linear``);
+  float32 (TF32 or not), float64 and complex GEMMs, whose cuBLAS kernels are
+  not persistent, also run on a stream of a CUDA green context of SMs - k
+  SMs rounded down to the driver's partition size (8 SMs on Hopper), so a k
+  that leaves fewer SMs than one partition raises for them (see
+  :func:`green_context_unavailable_reason` for when that is not possible);
 * ``torch._grouped_mm`` runs the overlap_ops kernels, whose persistent grid
   is at most ``SMs - k`` CTAs.
 
@@ -74,6 +79,31 @@ def check_sm_carveout(k: Optional[int],
     else:
         torch.ops.overlap_ops._sm_count_after_carveout(sms, k)
     return k
+
+
+def green_context_unavailable_reason(
+        device: Optional[torch.device | int] = None) -> Optional[str]:
+    """Why float32/float64/complex GEMMs cannot be confined to ``SMs - k``
+    SMs with a CUDA green context on ``device`` (default: the current CUDA
+    device), or None when they can.
+
+    Reasons: a CUDA toolkit older than 12.8 at build time, a driver without
+    the green-context entry points, a device the driver cannot partition, or
+    no CUDA. When there is a reason, those GEMMs get only the cuBLAS SM count
+    target under ``sm_carveout`` (a one-time warning says so) and their
+    kernels may still use every SM.
+    """
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    index = None
+    if isinstance(device, int):
+        index = device
+    elif device is not None:
+        index = torch.device(device).index
+    if index is None:
+        index = torch.cuda.current_device()
+    reason = str(torch.ops.overlap_ops._green_context_status(index))
+    return reason or None
 
 
 def route_carveout_gemms(enabled: bool = True) -> bool:

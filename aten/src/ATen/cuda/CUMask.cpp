@@ -106,6 +106,14 @@ std::vector<uint32_t> build_sm_carveout_cu_mask(
   return build_cu_mask(total_cus, carveout, num_xcc, wgp_pairs);
 }
 
+std::vector<uint32_t> build_sm_carveout_cu_mask(
+    const CUTopology& topo,
+    int64_t sm_carveout) {
+  return build_sm_carveout_cu_mask(
+      topo.total_cus, topo.cus_per_sm, sm_carveout, topo.num_xcc,
+      topo.wgp_pairs);
+}
+
 int64_t sm_carveout_sm_count_target(
     int64_t total_cus,
     int64_t cus_per_sm,

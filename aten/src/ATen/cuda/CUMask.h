@@ -27,6 +27,16 @@ constexpr int64_t kCUMaskWordBits = 32;
 // CUs per work-group processor on gfx10+ parts.
 constexpr int64_t kCUsPerWGP = 2;
 
+// What the mask builder needs to know about a device.
+struct CUTopology {
+  int64_t total_cus = 0;  // physical CUs: one mask bit each
+  int64_t num_xcc = 1;
+  bool wgp_pairs = false;  // gfx10+: CUs are enabled in WGP pairs
+  // CUs per SM as the runtime counts SMs (multiProcessorCount), the unit of
+  // the carveout k: 2 on gfx10+ in WGP mode (HIP counts WGPs), else 1.
+  int64_t cus_per_sm = 1;
+};
+
 // Returns the mask words that leave `carveout` CUs free for other work
 // (collectives) and enable the rest.
 //
@@ -83,8 +93,8 @@ int64_t cu_carveout_from_sm_carveout(
     int64_t sm_carveout);
 
 // The mask for an SM carveout k: build_cu_mask(total_cus,
-// cu_carveout_from_sm_carveout(...), num_xcc, wgp_pairs). The masked-stream
-// cache builds every mask with it.
+// cu_carveout_from_sm_carveout(...), num_xcc, wgp_pairs). The HIP stream
+// backend (ATen/hip/CarveoutStreamHIP.cpp) builds every mask with it.
 std::vector<uint32_t> build_sm_carveout_cu_mask(
     int64_t total_cus,
     int64_t cus_per_sm,
@@ -100,5 +110,10 @@ int64_t sm_carveout_sm_count_target(
     int64_t cus_per_sm,
     int64_t sm_carveout,
     bool wgp_pairs);
+
+// build_sm_carveout_cu_mask for a device described by `topo`.
+std::vector<uint32_t> build_sm_carveout_cu_mask(
+    const CUTopology& topo,
+    int64_t sm_carveout);
 
 }  // namespace at::cuda

@@ -16,6 +16,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CarveoutStreamCUDA.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_native.h>
@@ -216,11 +217,11 @@ class ReductionModeGuard {
 // cuBLAS (non-Lt) launch
 // ---------------------------------------------------------------------------
 
-void launch_cublas_gemm(const GemmProblem& p) {
+void launch_cublas_gemm(const GemmProblem& p, int32_t sm_count_target) {
   const ScalarType dtype = p.c.scalar_type();
   const cudaDataType_t type = blas_data_type(dtype);
   cublasHandle_t handle = getCurrentCUDABlasHandle();
-  const CublasSmCountTargetGuard carveout(handle);
+  const CublasSmCountTargetGuard carveout(handle, sm_count_target);
   const ReductionModeGuard reduction(handle, dtype);
   // C^T (n x m) = op(B) (n x k) * op(A) (k x m), column-major.
   if (p.batch == 1) {
@@ -330,7 +331,8 @@ LtPreference make_preference(const GemmProblem& p, size_t workspace_bytes) {
 // C = alpha * A @ B + bias (broadcast over rows) in one cuBLASLt call, with
 // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET. Returns false, having launched
 // nothing, when cuBLASLt has no algorithm for the problem.
-bool try_launch_cublaslt_bias_gemm(const GemmProblem& p, const Tensor& bias) {
+bool try_launch_cublaslt_bias_gemm(const GemmProblem& p, const Tensor& bias,
+                                   int32_t sm_count_target) {
   const ScalarType dtype = p.c.scalar_type();
   const cudaDataType_t type = blas_data_type(dtype);
   cublasLtMatmulDesc_t raw_desc = nullptr;
@@ -343,7 +345,7 @@ bool try_launch_cublaslt_bias_gemm(const GemmProblem& p, const Tensor& bias) {
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
            bias.const_data_ptr());
-  set_cublaslt_sm_count_target(desc.get());
+  set_cublaslt_sm_count_target(desc.get(), sm_count_target);
 
   const LtLayout a_layout = make_layout(type, p.b.op, p.n, p.k, p.b.ld);
   const LtLayout b_layout = make_layout(type, p.a.op, p.k, p.m, p.a.ld);
@@ -417,7 +419,8 @@ GemmProblem make_problem(const Tensor& a, const Tensor& b, const Tensor& c,
 // broadcasts to `out`; beta == 0 ignores it, NaN included, as ATen does.
 void carveout_gemm(const Tensor& a, const Tensor& b,
                    const std::optional<Tensor>& addend, const Scalar& beta,
-                   const Scalar& alpha, const Tensor& out) {
+                   const Scalar& alpha, const Tensor& out,
+                   int32_t sm_count_target) {
   if (out.numel() == 0) {
     return;
   }
@@ -437,19 +440,30 @@ void carveout_gemm(const Tensor& a, const Tensor& b,
     GemmProblem p = make_problem(a.resolve_neg(), b.resolve_neg(), c, alpha);
     const std::optional<Tensor> bias =
         adds ? as_bias_row(*addend, out, beta) : std::nullopt;
-    if (!bias.has_value() || !try_launch_cublaslt_bias_gemm(p, *bias)) {
+    if (!bias.has_value() ||
+        !try_launch_cublaslt_bias_gemm(p, *bias, sm_count_target)) {
       if (adds) {
         if (!addend->is_same(c)) {
           c.copy_(addend->expand(out.sizes()));
         }
         p.beta = beta.to<float>();
       }
-      launch_cublas_gemm(p);
+      launch_cublas_gemm(p, sm_count_target);
     }
   }
   if (!c.is_same(out)) {
     out.copy_(c);
   }
+}
+
+// Whether GEMMs of `dtype` run on a green-context stream under the
+// carveout. cuBLAS's bf16/fp16 kernels on Hopper are persistent: they size
+// their grid from the SM count target, so they stay on the caller's stream.
+// Its float32 (TF32 or not), float64 and complex kernels launch one CTA per
+// tile and spread over every SM whatever the target says (measured on an
+// H200, test/test_sm_carveout.py), so only a green context bounds them.
+bool needs_green_context(ScalarType dtype) {
+  return dtype != kBFloat16 && dtype != kHalf;
 }
 
 // ---------------------------------------------------------------------------
@@ -458,7 +472,8 @@ void carveout_gemm(const Tensor& a, const Tensor& b,
 
 // Runs a structured ATen CUDA kernel's impl() on a preallocated output. The
 // kernel reaches cuBLAS through the same per-thread handle, so the caller's
-// CublasSmCountTargetGuard applies to it too.
+// CublasSmCountTargetGuard applies to it too, and on the current stream, so
+// the caller's GreenContextGemmScope does.
 template <typename StructuredKernel>
 class StockKernel final : public StructuredKernel {
  public:
@@ -540,20 +555,27 @@ std::vector<int64_t> result_sizes(const Tensor& a, const Tensor& b) {
 // ---------------------------------------------------------------------------
 
 // out = a @ b (mm / bmm).
+//
+// `out` is sized before the GreenContextGemmScope, so its memory belongs to
+// the caller's stream; temporaries made inside the scope belong to the
+// green stream, which is the only stream that uses them.
 Tensor& product_into(const Tensor& a, const Tensor& b, Tensor& out) {
   c10::cuda::CUDAGuard device_guard(a.device());
   check_out(out, a);
   at::native::resize_output(out, result_sizes(a, b));
+  GreenContextGemmScope confine(needs_green_context(out.scalar_type()));
   if (runs_here(a, b, out)) {
-    carveout_gemm(a, b, std::nullopt, 0, 1, out);
-    return out;
-  }
-  const CublasSmCountTargetGuard carveout(getCurrentCUDABlasHandle());
-  if (a.dim() == 3) {
-    StockKernel<at::native::structured_bmm_out_cuda>(out).impl(a, b, out);
+    carveout_gemm(a, b, std::nullopt, 0, 1, out, confine.sm_count_target());
   } else {
-    StockKernel<at::native::structured_mm_out_cuda>(out).impl(a, b, out);
+    const CublasSmCountTargetGuard carveout(
+        getCurrentCUDABlasHandle(), confine.sm_count_target());
+    if (a.dim() == 3) {
+      StockKernel<at::native::structured_bmm_out_cuda>(out).impl(a, b, out);
+    } else {
+      StockKernel<at::native::structured_mm_out_cuda>(out).impl(a, b, out);
+    }
   }
+  confine.join();
   return out;
 }
 
@@ -569,18 +591,21 @@ Tensor& sum_into(const Tensor& addend, const Tensor& a, const Tensor& b,
   if (!out.is_same(addend)) {
     at::native::resize_output(out, sizes);
   }
+  GreenContextGemmScope confine(needs_green_context(out.scalar_type()));
   if (runs_here(a, b, out)) {
-    carveout_gemm(a, b, addend, beta, alpha, out);
-    return out;
-  }
-  const CublasSmCountTargetGuard carveout(getCurrentCUDABlasHandle());
-  if (a.dim() == 3) {
-    StockKernel<at::native::structured_baddbmm_out_cuda>(out).impl(
-        addend, a, b, beta, alpha, out);
+    carveout_gemm(a, b, addend, beta, alpha, out, confine.sm_count_target());
   } else {
-    StockKernel<at::native::structured_addmm_out_cuda>(out).impl(
-        addend, a, b, beta, alpha, out);
+    const CublasSmCountTargetGuard carveout(
+        getCurrentCUDABlasHandle(), confine.sm_count_target());
+    if (a.dim() == 3) {
+      StockKernel<at::native::structured_baddbmm_out_cuda>(out).impl(
+          addend, a, b, beta, alpha, out);
+    } else {
+      StockKernel<at::native::structured_addmm_out_cuda>(out).impl(
+          addend, a, b, beta, alpha, out);
+    }
   }
+  confine.join();
   return out;
 }
 

@@ -12,7 +12,10 @@
 // bf16, fp16 and fp32 run here (fp32 uses TF32 only when
 // torch.backends.cuda.matmul.allow_tf32 allows); other dtypes and problems
 // too large for 32-bit cuBLAS arguments run PyTorch's own CUDA kernel under
-// the same guard. Semantics, including broadcasting of `self`, beta == 0
+// the same guard. Every dtype but bf16/fp16 (whose cuBLAS kernels are
+// persistent and size their grid from the target) also runs on the
+// green-context stream of CarveoutStreamCUDA.h, the only bound for cuBLAS's
+// one-CTA-per-tile kernels. Semantics, including broadcasting of `self`, beta == 0
 // ignoring `self`, and the error messages for bad shapes, follow the ATen
 // operators they replace.
 

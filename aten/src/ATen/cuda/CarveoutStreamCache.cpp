@@ -1,8 +1,7 @@
-// Masked-stream cache for the ROCm SM carveout; see CarveoutStreamCache.h.
+// Restricted-stream cache for the SM carveout; see CarveoutStreamCache.h.
 
 #include <ATen/cuda/CarveoutStreamCache.h>
 
-#include <ATen/cuda/CUMask.h>
 #include <c10/util/Exception.h>
 
 namespace at::cuda {
@@ -18,7 +17,8 @@ CarveoutStreamCache::CarveoutStreamCache(
 CarveoutStreamCache::~CarveoutStreamCache() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, entry] : entries_) {
-    backend_->destroy_event(entry.device, entry.event);
+    backend_->destroy_event(entry.device, entry.join_event);
+    backend_->destroy_event(entry.device, entry.fork_event);
     backend_->destroy_stream(entry.device, entry.stream);
   }
 }
@@ -38,23 +38,35 @@ CarveoutStreamCache::Entry& CarveoutStreamCache::entry_for(
   }
   // Creating under the map lock keeps "created once" trivially true; it
   // happens once per (device, k) for the life of the process.
-  const CUTopology topo = backend_->topology(device);
-  const std::vector<uint32_t> mask = build_sm_carveout_cu_mask(
-      topo.total_cus, topo.cus_per_sm, carveout, topo.num_xcc,
-      topo.wgp_pairs);
-  CarveoutStream stream = backend_->create_masked_stream(device, mask);
-  CarveoutEvent event = nullptr;
+  CarveoutStream stream = backend_->create_restricted_stream(device, carveout);
+  CarveoutEvent fork_event = nullptr;
+  CarveoutEvent join_event = nullptr;
   try {
-    event = backend_->create_event(device);
+    fork_event = backend_->create_event(device, nullptr);
+    join_event = backend_->create_event(device, stream);
   } catch (...) {
+    if (fork_event != nullptr) {
+      backend_->destroy_event(device, fork_event);
+    }
     backend_->destroy_stream(device, stream);
     throw;
   }
   Entry& entry = entries_.try_emplace(Key{device, carveout}).first->second;
   entry.device = device;
   entry.stream = stream;
-  entry.event = event;
+  entry.fork_event = fork_event;
+  entry.join_event = join_event;
   return entry;
+}
+
+CarveoutStream CarveoutStreamCache::restricted_stream(
+    c10::DeviceIndex device,
+    int64_t carveout) {
+  TORCH_CHECK(
+      carveout > 0,
+      "CarveoutStreamCache: a restricted stream needs k > 0, got k = ",
+      carveout);
+  return entry_for(device, carveout).stream;
 }
 
 CarveoutFork CarveoutStreamCache::fork(
@@ -69,16 +81,14 @@ CarveoutFork CarveoutStreamCache::fork(
   }
   if (backend_->is_capturing(current)) {
     // Still reject a bad k, so capture does not hide the error.
-    const CUTopology topo = backend_->topology(device);
-    (void)cu_carveout_from_sm_carveout(
-        topo.total_cus, topo.cus_per_sm, carveout);
+    backend_->check_carveout(device, carveout);
     return result;  // see "Graph capture" in the header
   }
   Entry& entry = entry_for(device, carveout);
   {
     std::lock_guard<std::mutex> lock(entry.event_mutex);
-    backend_->record(entry.event, current);
-    backend_->wait(entry.stream, entry.event);
+    backend_->record(entry.fork_event, current);
+    backend_->wait(entry.stream, entry.fork_event);
   }
   result.stream = entry.stream;
   result.entry = &entry;
@@ -91,8 +101,8 @@ void CarveoutStreamCache::join(const CarveoutFork& fork) {
   }
   auto& entry = *static_cast<Entry*>(fork.entry);
   std::lock_guard<std::mutex> lock(entry.event_mutex);
-  backend_->record(entry.event, entry.stream);
-  backend_->wait(fork.current, entry.event);
+  backend_->record(entry.join_event, entry.stream);
+  backend_->wait(fork.current, entry.join_event);
 }
 
 CarveoutStreamScope::CarveoutStreamScope(

@@ -1,34 +1,47 @@
 #pragma once
 
-// Cache of CU-masked streams for the ROCm SM carveout.
+// Cache of restricted streams for the SM carveout.
 //
-// A GEMM that must leave k CUs free runs on a stream created with a CU mask
-// (see CUMask.h). This cache owns those streams: one stream and one event per
+// A GEMM whose kernels cannot size their own grid from the SM budget runs on
+// a stream whose kernels the hardware confines to SMs - k SMs:
+//   ROCm: a stream created with a CU mask (CUMask.h, ATen/hip/);
+//   CUDA: a stream of a green context of SMs - k SMs, rounded down to the
+//         driver's partition granularity (CarveoutStreamCUDA.h).
+// This cache owns those streams: one stream and its two events per
 // (device, k), created on first use, reused by every later call and thread,
-// and destroyed with the cache. Upstream kept a single function-level static
-// stream for all devices, recreated it whenever k changed, and created (and
-// leaked) a new event on every call.
+// and destroyed with the cache. Upstream (ROCm) kept a single function-level
+// static stream for all devices, recreated it whenever k changed, and
+// created (and leaked) a new event on every call.
 //
 // Ordering with the caller's current stream, per GEMM:
-//   fork: record(event, current); wait(masked, event)  -> GEMM on masked
-//   join: record(event, masked);  wait(current, event)
-// Both steps reuse the entry's one event. A wait orders against the record
-// that precedes it at enqueue time, so re-recording the event later is safe;
-// each record+wait pair runs under the entry's lock so two threads cannot
-// interleave their records between each other's waits.
+//   fork: record(fork_event, current);      wait(restricted, fork_event)
+//   join: record(join_event, restricted);   wait(current, join_event)
+// -> GEMM on restricted between the two. Each event is reused: a wait orders
+// against the record that precedes it at enqueue time, so re-recording the
+// event later is safe; each record+wait pair runs under the entry's lock so
+// two threads cannot interleave their records between each other's waits.
+// There are two events because CUDA records an event only on a stream of
+// the context that created it, and a green context's streams belong to
+// their own context (the backend creates join_event there); waiting on an
+// event of another context is allowed.
 //
 // Graph capture (documented choice): while the current stream is capturing,
-// fork returns the current stream and enqueues nothing. The CU mask is a
-// property of the hardware queue behind a stream, and a graph records kernel
-// nodes, not queues: a GEMM forked onto the masked stream during capture
-// would replay on the replay stream's queue with every CU, so the carveout
-// would silently not apply. Passing through keeps capture working and makes
-// the behaviour explicit; the hipBLASLt SM_COUNT_TARGET hint, a descriptor
-// attribute, still applies to captured GEMMs where the library has it.
+// fork returns the current stream and enqueues nothing.
+//  - ROCm: the CU mask is a property of the hardware queue behind a stream,
+//    and a graph records kernel nodes, not queues: a GEMM forked onto the
+//    masked stream during capture would replay on the replay stream's queue
+//    with every CU, so the carveout would silently not apply.
+//  - CUDA: capturing across a green context's stream is not something we
+//    have verified to replay inside the partition.
+// Passing through keeps capture working and makes the behaviour explicit;
+// the library hints (hipBLASLt SM_COUNT_TARGET, cublasSetSmCountTarget,
+// cuBLASLt SM_COUNT_TARGET) still apply to captured GEMMs, and a bad k still
+// raises.
 //
-// The backend interface keeps this file free of HIP, so CPU tests drive the
-// cache with a counting double (FakeCarveoutStreamBackend.h) and the HIP
-// build uses CarveoutStreamHIP.cpp.
+// The backend interface keeps this file free of HIP and CUDA, so CPU tests
+// drive the cache with a counting double (FakeCarveoutStreamBackend.h); the
+// HIP build uses CarveoutStreamHIP.cpp, the CUDA build
+// CarveoutStreamCUDA.cpp. Each backend builds its restriction from k.
 
 #include <c10/core/Device.h>
 
@@ -37,37 +50,37 @@
 #include <memory>
 #include <mutex>
 #include <utility>
-#include <vector>
 
 namespace at::cuda {
 
-// Opaque runtime handles (hipStream_t / hipEvent_t on ROCm).
+// Opaque runtime handles (cudaStream_t / cudaEvent_t, hipStream_t /
+// hipEvent_t).
 using CarveoutStream = void*;
 using CarveoutEvent = void*;
-
-// What the mask builder needs to know about a device (see CUMask.h).
-struct CUTopology {
-  int64_t total_cus = 0;  // physical CUs: one mask bit each
-  int64_t num_xcc = 1;
-  bool wgp_pairs = false;  // gfx10+: CUs are enabled in WGP pairs
-  // CUs per SM as the runtime counts SMs (multiProcessorCount), the unit of
-  // the carveout k: 2 on gfx10+ in WGP mode (HIP counts WGPs), else 1.
-  int64_t cus_per_sm = 1;
-};
 
 // The runtime operations the cache needs; one implementation per runtime.
 class CarveoutStreamBackend {
  public:
   virtual ~CarveoutStreamBackend() = default;
-  virtual CUTopology topology(c10::DeviceIndex device) = 0;
-  virtual CarveoutStream create_masked_stream(
+  // Raises a c10::Error naming k when `carveout` (in SMs, as the runtime
+  // counts them) cannot be honoured on `device`. Called under graph capture
+  // too, so capture does not hide a bad k.
+  virtual void check_carveout(c10::DeviceIndex device, int64_t carveout) = 0;
+  // A new stream on `device` whose kernels leave at least `carveout` SMs
+  // free (0 < carveout; check_carveout's errors apply).
+  virtual CarveoutStream create_restricted_stream(
       c10::DeviceIndex device,
-      const std::vector<uint32_t>& mask) = 0;
-  virtual CarveoutEvent create_event(c10::DeviceIndex device) = 0;
+      int64_t carveout) = 0;
+  // An event that can be recorded on `owner`, a stream this backend created,
+  // or on the device's ordinary streams when `owner` is nullptr.
+  virtual CarveoutEvent create_event(
+      c10::DeviceIndex device,
+      CarveoutStream owner) = 0;
   virtual void record(CarveoutEvent event, CarveoutStream stream) = 0;
   virtual void wait(CarveoutStream stream, CarveoutEvent event) = 0;
   virtual bool is_capturing(CarveoutStream stream) = 0;
-  // Called from the cache's destructor, which must not throw.
+  // Called from the cache's destructor, which must not throw. Events go
+  // before the stream they belong to.
   virtual void destroy_stream(
       c10::DeviceIndex device, CarveoutStream stream) noexcept = 0;
   virtual void destroy_event(
@@ -89,10 +102,9 @@ class CarveoutStreamCache {
   CarveoutStreamCache& operator=(const CarveoutStreamCache&) = delete;
 
   // Returns the stream a GEMM on `device` should run on to leave `carveout`
-  // CUs free, ordered after the work already on `current`. carveout == 0
+  // SMs free, ordered after the work already on `current`. carveout == 0
   // and graph capture pass through (stream == current, nothing enqueued).
-  // `carveout` counts SMs (see CUTopology::cus_per_sm). Raises c10::Error
-  // for carveout outside [0, SMs).
+  // Raises the backend's c10::Error for a k it cannot honour.
   CarveoutFork fork(
       c10::DeviceIndex device,
       int64_t carveout,
@@ -101,15 +113,21 @@ class CarveoutStreamCache {
   // Makes `fork.current` wait for the work enqueued on `fork.stream`.
   void join(const CarveoutFork& fork);
 
-  // Number of (device, k) entries, i.e. masked streams created so far.
+  // The restricted stream of (device, carveout > 0), created if needed,
+  // without any ordering: for tests and diagnostics that launch on it
+  // themselves.
+  CarveoutStream restricted_stream(c10::DeviceIndex device, int64_t carveout);
+
+  // Number of (device, k) entries, i.e. restricted streams created so far.
   size_t size() const;
 
  private:
   struct Entry {
     c10::DeviceIndex device = 0;
     CarveoutStream stream = nullptr;
-    CarveoutEvent event = nullptr;
-    // Held across each record+wait pair on `event` (see above).
+    CarveoutEvent fork_event = nullptr;  // recorded on callers' streams
+    CarveoutEvent join_event = nullptr;  // recorded on `stream`
+    // Held across each record+wait pair (see above).
     std::mutex event_mutex;
   };
   using Key = std::pair<c10::DeviceIndex, int64_t>;
@@ -140,6 +158,11 @@ class CarveoutStreamScope {
 
   CarveoutStream stream() const {
     return fork_.stream;
+  }
+  // Whether the GEMM runs on a restricted stream (false: pass-through, for
+  // k == 0 or under graph capture).
+  bool restricted() const {
+    return fork_.entry != nullptr;
   }
   // Joins now so errors raise here; the destructor then does nothing.
   void join();

@@ -2,7 +2,6 @@
 
 #include <ATen/cuda/FakeCarveoutStreamBackend.h>
 
-#include <ATen/cuda/CUMask.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -19,11 +18,15 @@ namespace {
 
 struct FakeStream {
   c10::DeviceIndex device = 0;
-  std::vector<uint32_t> mask;  // empty for the callers' current streams
+  int64_t carveout = 0;  // 0 for the callers' current streams
+  std::vector<int64_t> restriction;
 };
 
 struct FakeEvent {
   c10::DeviceIndex device = 0;
+  // The restricted stream whose context the event belongs to; nullptr: the
+  // device's ordinary context (the callers' streams).
+  CarveoutStream owner = nullptr;
 };
 
 // The last unmatched record of an event: who recorded it, on what stream.
@@ -50,27 +53,35 @@ struct FakeLog {
 
 class FakeCarveoutStreamBackend final : public CarveoutStreamBackend {
  public:
-  FakeCarveoutStreamBackend(std::shared_ptr<FakeLog> log, CUTopology topo)
-      : log_(std::move(log)), topo_(topo) {}
+  FakeCarveoutStreamBackend(
+      std::shared_ptr<FakeLog> log,
+      CarveoutRestriction restriction)
+      : log_(std::move(log)), restriction_(std::move(restriction)) {}
 
-  CUTopology topology(c10::DeviceIndex /*device*/) override {
-    return topo_;
+  void check_carveout(c10::DeviceIndex /*device*/, int64_t carveout)
+      override {
+    (void)restriction_(carveout);
   }
 
-  CarveoutStream create_masked_stream(
+  CarveoutStream create_restricted_stream(
       c10::DeviceIndex device,
-      const std::vector<uint32_t>& mask) override {
+      int64_t carveout) override {
+    std::vector<int64_t> restriction = restriction_(carveout);
     ++log_->streams_created;
-    return new FakeStream{device, mask};
+    return new FakeStream{device, carveout, std::move(restriction)};
   }
 
-  CarveoutEvent create_event(c10::DeviceIndex device) override {
+  CarveoutEvent create_event(c10::DeviceIndex device, CarveoutStream owner)
+      override {
     ++log_->events_created;
-    return new FakeEvent{device};
+    return new FakeEvent{device, owner};
   }
 
   void record(CarveoutEvent event, CarveoutStream stream) override {
     ++log_->records;
+    if (!same_context(event, stream)) {
+      ++log_->ordering_violations;
+    }
     std::lock_guard<std::mutex> lock(log_->mutex);
     PendingRecord& last = log_->pending[event];
     if (last.pending) {
@@ -107,8 +118,19 @@ class FakeCarveoutStreamBackend final : public CarveoutStreamBackend {
   }
 
  private:
+  // Restricted streams live in their own context (a green context on CUDA);
+  // the callers' streams, never restricted, in the device's.
+  static bool same_context(CarveoutEvent event, CarveoutStream stream) {
+    const auto* fake_event = static_cast<const FakeEvent*>(event);
+    const auto* fake_stream = static_cast<const FakeStream*>(stream);
+    if (fake_event->owner == nullptr) {
+      return fake_stream->carveout == 0;
+    }
+    return fake_event->owner == stream;
+  }
+
   std::shared_ptr<FakeLog> log_;
-  CUTopology topo_;
+  CarveoutRestriction restriction_;
 };
 
 struct ThreadTally {
@@ -121,12 +143,10 @@ bool is_expected_stream(
     CarveoutStream stream,
     c10::DeviceIndex device,
     int64_t carveout,
-    const CUTopology& topo) {
+    const CarveoutRestriction& restriction) {
   const auto* fake = static_cast<const FakeStream*>(stream);
-  return fake->device == device &&
-      fake->mask == build_sm_carveout_cu_mask(
-          topo.total_cus, topo.cus_per_sm, carveout, topo.num_xcc,
-          topo.wgp_pairs);
+  return fake->device == device && fake->carveout == carveout &&
+      fake->restriction == restriction(carveout);
 }
 
 // One worker: fork, "launch", join, with a rotating (device, k).
@@ -146,7 +166,7 @@ void run_worker(
     if (scope.stream() == current) {
       ++tally.pass_through;
     } else if (!is_expected_stream(
-                   scope.stream(), device, k, scenario.topology)) {
+                   scope.stream(), device, k, scenario.restriction)) {
       ++tally.wrong_stream;
     }
     scope.join();
@@ -169,6 +189,9 @@ void check_scenario(const CarveoutScenario& scenario) {
       scenario.num_devices >= 1,
       "carveout scenario: num_devices must be >= 1, got ",
       scenario.num_devices);
+  TORCH_CHECK(
+      static_cast<bool>(scenario.restriction),
+      "carveout scenario: restriction must be set");
 }
 
 }  // namespace
@@ -177,7 +200,7 @@ CarveoutScenarioCounts run_carveout_stream_scenario(
     const CarveoutScenario& scenario) {
   check_scenario(scenario);
   auto log = std::make_shared<FakeLog>();
-  // The callers' current streams: one per thread, never masked.
+  // The callers' current streams: one per thread, never restricted.
   std::vector<FakeStream> current(scenario.num_threads);
   if (scenario.capturing) {
     for (auto& stream : current) {
@@ -188,7 +211,7 @@ CarveoutScenarioCounts run_carveout_stream_scenario(
   CarveoutScenarioCounts counts;
   {
     CarveoutStreamCache cache(std::make_unique<FakeCarveoutStreamBackend>(
-        log, scenario.topology));
+        log, scenario.restriction));
     std::vector<std::thread> threads;
     std::exception_ptr error;
     std::mutex error_mutex;

@@ -3,12 +3,19 @@
 // A CPU test double for CarveoutStreamBackend and a scripted multi-threaded
 // scenario that drives a CarveoutStreamCache with it. Lets the CPU tests
 // check what only a GPU could show otherwise: streams created once per
-// (device, k), one reused event per entry, fork/join ordering under
-// contention, the graph-capture pass-through, and no leaks on destruction.
+// (device, k), two reused events per entry, fork/join ordering under
+// contention, events recorded only on streams of their own context, the
+// graph-capture pass-through, and no leaks on destruction.
+//
+// The double does not know how a runtime restricts a stream: the scenario
+// gives it a function from k to a description of the restriction (a CU mask
+// for ROCm, the green-context SM count for CUDA), which also raises for a k
+// the runtime cannot honour, as the real backends do.
 
 #include <ATen/cuda/CarveoutStreamCache.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,12 +33,18 @@ struct CarveoutScenarioCounts {
   int64_t cache_entries = 0;  // cache size before it was destroyed
   int64_t forks = 0;
   int64_t pass_through = 0;   // forks that returned the current stream
-  // Forks whose stream has the wrong device or mask for their (device, k).
+  // Forks whose stream has the wrong device, k or restriction for their
+  // (device, k).
   int64_t wrong_stream = 0;
   // A wait that did not directly follow its own thread's record of the
-  // same event, or that waited on the stream it recorded.
+  // same event, or that waited on the stream it recorded; or a record of an
+  // event on a stream of another context.
   int64_t ordering_violations = 0;
 };
+
+// The restriction a runtime would build for k (the same on every fake
+// device); raises c10::Error for a k it cannot honour.
+using CarveoutRestriction = std::function<std::vector<int64_t>(int64_t)>;
 
 struct CarveoutScenario {
   int64_t num_threads = 1;
@@ -39,7 +52,7 @@ struct CarveoutScenario {
   std::vector<int64_t> carveouts;  // thread t, call c uses a rotating k
   int64_t num_devices = 1;
   bool capturing = false;  // every current stream reports capture
-  CUTopology topology;     // the same for every fake device
+  CarveoutRestriction restriction;
 };
 
 CarveoutScenarioCounts run_carveout_stream_scenario(

@@ -34,4 +34,18 @@ int64_t effective_sm_count(int64_t total_sms);
 // libraries' "use every SM") when no carveout is set, else total_sms - k.
 int32_t blas_sm_count_target(int64_t total_sms);
 
+// SMs of the CUDA green-context partition that confines a GEMM whose kernels
+// are not persistent (see CarveoutStreamCUDA.h): SMs - k rounded DOWN to a
+// multiple of `alignment`, so the partition never exceeds the budget.
+// `min_partition` and `alignment` are the driver's SM-partition granularity
+// (cuDevSmResourceSplitByCount; 8 and 8 on SM90). Returns `total_sms` for
+// k = 0. Raises a c10::Error naming k when k is out of range or when the
+// rounded count is below `min_partition`: using every SM instead would
+// silently break the carveout.
+int64_t green_context_sm_count(
+    int64_t total_sms,
+    int64_t carveout,
+    int64_t min_partition,
+    int64_t alignment);
+
 }  // namespace at::cuda

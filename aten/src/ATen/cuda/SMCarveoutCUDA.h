@@ -9,7 +9,9 @@
 //
 // cuBLAS treats the SM count target as a hint for its heuristics and for the
 // grid of its persistent kernels; a kernel that launches one CTA per output
-// tile still spreads over every SM (see test/test_sm_carveout.py).
+// tile still spreads over every SM (see test/test_sm_carveout.py). GEMMs
+// whose kernels are like that (float32, float64, complex) therefore also run
+// on a green-context stream of SMs - k SMs (CarveoutStreamCUDA.h).
 
 #include <ATen/cuda/SMCarveout.h>
 

@@ -2,6 +2,7 @@
 
 #include <ATen/hip/CarveoutStreamHIP.h>
 
+#include <ATen/cuda/CUMask.h>
 #include <c10/util/Exception.h>
 
 #include <hip/hip_ext.h>
@@ -9,6 +10,7 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 namespace at::cuda {
 
@@ -118,13 +120,17 @@ CUTopology query_topology(c10::DeviceIndex device) {
 
 class HipCarveoutStreamBackend final : public CarveoutStreamBackend {
  public:
-  CUTopology topology(c10::DeviceIndex device) override {
-    return hip_cu_topology(device);
+  void check_carveout(c10::DeviceIndex device, int64_t carveout) override {
+    const CUTopology topo = hip_cu_topology(device);
+    (void)cu_carveout_from_sm_carveout(
+        topo.total_cus, topo.cus_per_sm, carveout);
   }
 
-  CarveoutStream create_masked_stream(
+  CarveoutStream create_restricted_stream(
       c10::DeviceIndex device,
-      const std::vector<uint32_t>& mask) override {
+      int64_t carveout) override {
+    const std::vector<uint32_t> mask =
+        build_sm_carveout_cu_mask(hip_cu_topology(device), carveout);
     HipDeviceScope scope(device);
     hipStream_t stream = nullptr;
     check_hip(
@@ -134,7 +140,11 @@ class HipCarveoutStreamBackend final : public CarveoutStreamBackend {
     return stream;
   }
 
-  CarveoutEvent create_event(c10::DeviceIndex device) override {
+  // A masked stream is an ordinary stream of the device's context, so one
+  // kind of event serves both ends.
+  CarveoutEvent create_event(
+      c10::DeviceIndex device,
+      CarveoutStream /*owner*/) override {
     HipDeviceScope scope(device);
     hipEvent_t event = nullptr;
     check_hip(

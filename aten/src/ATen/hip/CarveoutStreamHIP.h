@@ -4,6 +4,7 @@
 // CU-masked streams that ROCm GEMMs use for the SM carveout.
 // Compiled only in ROCm builds (and by tools/check_hip_compile.sh).
 
+#include <ATen/cuda/CUMask.h>
 #include <ATen/cuda/CarveoutStreamCache.h>
 
 #include <hip/hip_runtime.h>
