@@ -44,7 +44,7 @@ for stage in "$@"; do
       [[ $rc == 0 ]] || exit 1
       ;;
     test)
-      python3 -m pytest -q -x test -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
+      python3 -m pytest -q test -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
@@ -97,6 +97,20 @@ for stage in "$@"; do
         | tee "$OUT/carveout_test.log" | tail -15
       timeout 180 python3 tools/bench_carveout.py --out "$OUT/carveout" 2>&1 | tail -30
       timeout 90 python3 tools/bench_overlap.py --single-gpu --out "$OUT/overlap" 2>&1 | tail -20
+      ;;
+    overlap2)
+      # Two GPUs (kind nvidia-h200-x2): GEMM + NCCL all-gather /
+      # reduce-scatter, ours (overlap_ops.sm_carveout) and stock (context
+      # only), NVLS off (exported above).
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "overlap2: $left s left; GPUs: $(nvidia-smi -L | wc -l)"
+      timeout "$left" torchrun --nproc-per-node 2 tools/bench_overlap.py \
+        --stock --out "$OUT/overlap" > "$OUT/overlap/overlap2.log" 2>&1
+      echo "rc=$?"; tail -30 "$OUT/overlap/overlap2.log"
+      ;;
+    carveouttest)
+      python3 -m pytest -q test/test_sm_carveout.py test/test_cu_mask.py \
+        2>&1 | tee "$OUT/carveout_test.log" | tail -15
       ;;
     moe)
       # MoE FFN layer, ours vs stock, eager and compiled; each (layer, impl)
