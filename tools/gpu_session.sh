@@ -131,6 +131,7 @@ for stage in "$@"; do
       for tile in ${TILES:-small medium large}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
+          --shapes ${TILE_SHAPES:-bench/moe_shapes.json} \
           --cases ${TILE_CASES:-grin_moe,deepseek_v3_decode,qwen3_decode} \
           --passes ${TILE_PASSES:-fwd,wgrad} --dtypes bf16 2>&1 | tail -12
       done
