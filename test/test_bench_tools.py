@@ -10,6 +10,7 @@ rendered from fake timings, including ``--render``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -564,6 +565,22 @@ class TestInterleavedRounds(TestCase):
         with contextlib.redirect_stderr(io.StringIO()):
             with self.assertRaises(SystemExit):
                 bench._parse_args(["--rounds", "0"])
+
+
+class TestInputsAs(TestCase):
+    def test_fp16_inputs_hold_bf16_values(self) -> None:
+        args = bench._parse_args(["--dtypes", "fp16", "--inputs-as", "bf16"])
+        suite = cases.load_suite(args.shapes)
+        spec = bench._plan(suite, args)[0]
+        tiny = dataclasses.replace(spec, case=dataclasses.replace(
+            spec.case, M=64, K=16, N=8, E=4))
+        a, b = bench._operands(tiny, torch.Generator().manual_seed(0))
+        self.assertEqual(a.dtype, torch.float16)
+        for t in (a, b):
+            self.assertTrue(torch.equal(t, t.to(torch.bfloat16).half()))
+        plain = dataclasses.replace(tiny, inputs_as=None)
+        a, _ = bench._operands(plain, torch.Generator().manual_seed(0))
+        self.assertFalse(torch.equal(a, a.to(torch.bfloat16).half()))
 
 
 class TestCompareRuns(TestCase):

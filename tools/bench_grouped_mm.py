@@ -66,6 +66,9 @@ class RowSpec:
     dist: str
     dtype: str  # command-line name: bf16, fp16 or fp32
     pass_name: str
+    # Inputs drawn as values of this dtype (--inputs-as), e.g. fp16 inputs
+    # holding bf16 values: same kernels, fewer mantissa bits toggling.
+    inputs_as: Optional[str] = None
 
     @property
     def label(self) -> str:
@@ -152,6 +155,11 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="add torch.compile(max-autotune-no-cudagraphs) "
                         "of torch._grouped_mm as a column (slow: it "
                         "autotunes every row)")
+    parser.add_argument("--inputs-as", choices=tuple(cases.DTYPES),
+                        default=None,
+                        help="draw inputs as values of this dtype, then "
+                        "cast (e.g. fp16 runs on bf16-valued data: isolates "
+                        "data-dependent power from the kernel)")
     parser.add_argument("--backend-env", type=_env_pair, action="append",
                         default=[], metavar="NAME=VALUE",
                         help="set for ours before overlap_ops loads; "
@@ -195,7 +203,7 @@ def _plan(suite: cases.Suite, args: argparse.Namespace) -> list[RowSpec]:
     dists = [d for d in suite.dists if args.dists is None or d in args.dists]
     if args.quick:
         chosen, dists = chosen[:_QUICK_CASES], dists[:1]
-    return [RowSpec(case, dist, dtype, pass_name)
+    return [RowSpec(case, dist, dtype, pass_name, args.inputs_as)
             for case in chosen for dist in dists
             for dtype in args.dtypes for pass_name in args.passes]
 
@@ -279,8 +287,12 @@ def _operands(spec: RowSpec, gen: torch.Generator
     c, dtype = spec.case, _TORCH_DTYPES[spec.dtype]
 
     def randn(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, device=gen.device, dtype=dtype,
-                           generator=gen)
+        if spec.inputs_as is None:
+            return torch.randn(*shape, device=gen.device, dtype=dtype,
+                               generator=gen)
+        return torch.randn(*shape, device=gen.device,
+                           dtype=_TORCH_DTYPES[spec.inputs_as],
+                           generator=gen).to(dtype)
 
     if spec.pass_name == "fwd":
         return randn(c.M, c.K), randn(c.E, c.K, c.N)
