@@ -183,31 +183,34 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         self.assertEqual(max(blocks for _, blocks in grids) <= sms, True)
 
     @dtypes(torch.bfloat16, torch.float32)
-    @parametrize("call", ["wgrad_empty_group", "fwd_bias"])
+    @parametrize("call", ["wgrad_empty_group", "fwd_bias", "3d_2d_transposed",
+                          "fwd_bias_strided"])
     def test_carveout_limits_helper_kernel_grids(self, device, dtype, call):
-        # The finish kernel (k = 0 groups, bias) and the tail kernel run
-        # beside the GEMM and must stay within SMs - k as well.
+        # Every kernel a call launches beside the GEMM (finish, tail, and the
+        # copies: operands re-laid out for a tensor-core path, the 3d x 2d
+        # result transposed back, the float32 bias, strided offs) must stay
+        # within SMs - k, and none may be torch's own elementwise copy.
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         carveout = 16
-        sizes = [300, 0, 500, 200]
-        offs = make_offsets(sizes, device)
-        if call == "wgrad_empty_group":
-            a = _randn(256, sum(sizes) + 24, device=device, dtype=dtype)
-            b = _randn(sum(sizes) + 24, 384, device=device, dtype=dtype)
-            bias = None
-        else:
-            a = _randn(sum(sizes) + 24, 256, device=device, dtype=dtype)
-            b = _randn(4, 256, 384, device=device, dtype=dtype)
-            bias = torch.randn(4, 384, device=device, dtype=dtype)
+        a, b, offs, bias = _helper_kernel_call(call, device, dtype)
         grids = _launched_grids(lambda: _grouped_mm(a, b, offs, bias),
                                 carveout=carveout)
         names = [name for name, _ in grids]
-        self.assertTrue(any("finish_groups_kernel" in n for n in names) or
-                        any("generic_grouped_mm_kernel" in n for n in names),
-                        names)
+        if call in ("wgrad_empty_group", "fwd_bias"):
+            self.assertTrue(
+                any("finish_groups_kernel" in n for n in names) or
+                any("generic_grouped_mm_kernel" in n for n in names), names)
+        if _expects_relayout(call, device, dtype):
+            self.assertTrue(any("relayout_kernel" in n for n in names), names)
         for name, blocks in grids:
             self.assertLessEqual(blocks, sms - carveout, name)
-        self._run_and_check(a, b, offs, bias)
+            self.assertNotIn("elementwise_kernel", name)
+        torch._C._set_sm_carveout_experimental(carveout)
+        try:
+            self._run_and_check(a, b, offs, bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+        self._run_and_check(a, b, offs, bias)  # torch's copies, no carveout
 
     def test_carveout_out_of_range_raises(self, device):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -339,6 +342,45 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
                                     carveout=0)
         ran_sm80 = any(_SM80_KERNEL in name for name, _ in grids)
         self.assertEqual(ran_sm80, dtype != torch.float32)
+
+
+def _helper_kernel_call(call: str, device, dtype):
+    """(a, b, offs, bias) of test_carveout_limits_helper_kernel_grids: groups
+    [300, 0, 500, 200] plus 24 rows/columns past offs[-1]."""
+    sizes = [300, 0, 500, 200]
+    total = sum(sizes) + 24
+    offs = make_offsets(sizes, device)
+    if call == "wgrad_empty_group":
+        # 2d x 2d: the tensor-core paths need a column-major a (a copy).
+        return (_randn(256, total, device=device, dtype=dtype),
+                _randn(total, 384, device=device, dtype=dtype), offs, None)
+    if call == "3d_2d_transposed":
+        # Computed as the transposed 2d x 3d problem on the tensor-core paths
+        # (b^T re-laid out row-major), whose result is copied back.
+        return (_randn(4, 96, 256, device=device, dtype=dtype, transposed=True),
+                _randn(256, total, device=device, dtype=dtype), offs, None)
+    bias = torch.randn(4, 384, device=device, dtype=dtype)
+    if call == "fwd_bias":
+        return (_randn(total, 256, device=device, dtype=dtype),
+                _randn(4, 256, 384, device=device, dtype=dtype), offs, bias)
+    # fwd_bias_strided: a column-major a (rows grouped need it row-major), a
+    # transposed bias view and strided offsets: a copy of each.
+    bias = torch.randn(384, 4, device=device, dtype=dtype).t()
+    offs = torch.stack([offs, offs], dim=1)[:, 0]
+    return (_randn(total, 256, device=device, dtype=dtype, transposed=True),
+            _randn(4, 256, 384, device=device, dtype=dtype), offs, bias)
+
+
+def _expects_relayout(call: str, device, dtype) -> bool:
+    """Whether the call needs a copy (GroupedMMRelayout.cu) under the
+    carveout: a bias to convert or a strided tensor on every path; an
+    operand re-laid out for a bf16 tensor-core path. (float32 on the
+    tensor-core paths is TF32, with other operand rules: not asserted.)"""
+    if call == "fwd_bias_strided":
+        return True
+    if dtype == torch.float32:
+        return False
+    return call == "fwd_bias" or _expected_family(device, dtype) != "generic"
 
 
 def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:

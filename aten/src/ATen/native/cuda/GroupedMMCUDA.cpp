@@ -75,6 +75,18 @@ void check_offsets_if_requested(
   }
 }
 
+// t itself when it already is a contiguous tensor of this dtype, else a
+// contiguous copy made within the SM carveout (torch's .to() / .contiguous()
+// would size the grid by the element count).
+Tensor contiguous_within(const Tensor& t, ScalarType dtype, int64_t sm_limit) {
+  if (t.scalar_type() == dtype && t.is_contiguous()) {
+    return t;
+  }
+  Tensor out = at::empty(t.sizes(), t.options().dtype(dtype));
+  grouped_mm::copy_within_sm_limit(t, out, sm_limit);
+  return out;
+}
+
 }  // namespace
 
 Tensor grouped_mm_cuda(
@@ -98,11 +110,12 @@ Tensor grouped_mm_cuda(
     // Columns grouped in a row-major output are not 16-byte aligned for
     // TMA, and their width is device-only for CUTLASS 2.x's predicates.
     // Compute out^T = mat2^T @ self^T as 2d x 3d instead, then copy.
-    return grouped_mm_cuda(
-               mat2.t(), self.transpose(-2, -1), offs, std::nullopt,
-               out_dtype)
-        .t()
-        .contiguous();
+    const Tensor out_t = grouped_mm_cuda(
+        mat2.t(), self.transpose(-2, -1), offs, std::nullopt, out_dtype);
+    Tensor out = at::empty(p.out_sizes, out_t.options());
+    grouped_mm::copy_within_sm_limit(
+        out_t.t(), out, at::cuda::current_device_sm_limit());
+    return out;
   }
 
   Tensor out = at::empty(p.out_sizes, self.options().dtype(p.out_dtype));
@@ -113,10 +126,14 @@ Tensor grouped_mm_cuda(
   args.a = self;
   args.b = mat2;
   args.out = out;
-  args.offs = offs.has_value() ? offs->contiguous() : Tensor();
-  args.bias = bias.has_value() ? bias->to(kFloat).contiguous() : Tensor();
-  args.geo = make_geometry(p, self, mat2, out);
   args.sm_limit = at::cuda::current_device_sm_limit();
+  args.offs = offs.has_value()
+      ? contiguous_within(*offs, offs->scalar_type(), args.sm_limit)
+      : Tensor();
+  args.bias = bias.has_value()
+      ? contiguous_within(*bias, kFloat, args.sm_limit)
+      : Tensor();
+  args.geo = make_geometry(p, self, mat2, out);
 
   grouped_mm::launch_zero_tail(args);
   if (args.geo.num_groups == 0) {

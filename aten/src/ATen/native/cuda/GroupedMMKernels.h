@@ -80,6 +80,13 @@ void launch_zero_tail(const LaunchArgs& args);
 // adds the bias to the other groups. No-op when neither applies.
 void launch_finish_groups(const LaunchArgs& args);
 
+// dst.copy_(src) for 1-D, 2-D or batched 3-D tensors of the same sizes, any
+// strides: bf16/fp16/fp32 to the same dtype or float32, int32/int64 to the
+// same. Under an SM carveout (sm_limit below the SM count) one kernel with at
+// most sm_limit CTAs does it; otherwise torch's copy (GroupedMMRelayout.cu).
+void copy_within_sm_limit(
+    const Tensor& src, const Tensor& dst, int64_t sm_limit);
+
 // Hopper TMA + WGMMA kernels. Returns false, having launched nothing, when
 // this GPU, dtype or operand layout is not covered; the caller falls back.
 // May replace args.a / args.b (and their strides) by re-laid-out copies.

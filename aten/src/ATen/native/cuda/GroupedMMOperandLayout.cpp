@@ -2,6 +2,8 @@
 
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
 
+#include <ATen/Functions.h>
+
 #include <cstdint>
 #include <limits>
 
@@ -35,21 +37,29 @@ std::optional<Major> required_b_major(GroupedDim grouped) {
 
 namespace {
 
-Tensor relayout(const Tensor& t, Major want) {
+// A copy of t (2-D or batched 3-D) with the given major, made within the
+// SM carveout like every other kernel of the call.
+Tensor relayout(const Tensor& t, Major want, int64_t sm_limit) {
+  Tensor out;
   if (want == Major::kRow) {
-    return t.contiguous();
+    out = at::empty(t.sizes(), t.options());
+  } else {
+    out = at::empty(t.transpose(-2, -1).sizes(), t.options())
+              .transpose(-2, -1);
   }
-  return t.transpose(-2, -1).contiguous().transpose(-2, -1);
+  copy_within_sm_limit(t, out, sm_limit);
+  return out;
 }
 
 }  // namespace
 
 Major settle_operand(
-    Tensor& t, OperandStrides& s, std::optional<Major> required) {
+    Tensor& t, OperandStrides& s, std::optional<Major> required,
+    int64_t sm_limit) {
   const std::optional<Major> current = major_of(s);
   const Major want = required.value_or(current.value_or(Major::kRow));
   if (current != want) {
-    t = relayout(t, want);
+    t = relayout(t, want, sm_limit);
     s = operand_strides(t);
   }
   return want;
@@ -75,10 +85,10 @@ SettledOperands settle_operands(
     std::optional<Major> need_b) {
   SettledOperands ops{args.a, args.b, args.geo.a, args.geo.b, Major::kRow,
                       Major::kRow};
-  ops.a_major = settle_operand(ops.a, ops.sa, need_a);
-  ops.b_major = settle_operand(ops.b, ops.sb, need_b);
+  ops.a_major = settle_operand(ops.a, ops.sa, need_a, args.sm_limit);
+  ops.b_major = settle_operand(ops.b, ops.sb, need_b, args.sm_limit);
   if (ops.a_major == Major::kCol && ops.b_major == Major::kCol) {
-    ops.a_major = settle_operand(ops.a, ops.sa, Major::kRow);
+    ops.a_major = settle_operand(ops.a, ops.sa, Major::kRow, args.sm_limit);
   }
   return ops;
 }

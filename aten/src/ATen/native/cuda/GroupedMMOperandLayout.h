@@ -26,9 +26,11 @@ std::optional<Major> required_a_major(GroupedDim grouped);
 std::optional<Major> required_b_major(GroupedDim grouped);
 
 // Gives t the required major (or keeps its own, row-major if it has
-// neither) by a copy when needed; updates s and returns the major.
+// neither) by a copy within sm_limit CTAs when needed; updates s and returns
+// the major.
 Major settle_operand(
-    Tensor& t, OperandStrides& s, std::optional<Major> required);
+    Tensor& t, OperandStrides& s, std::optional<Major> required,
+    int64_t sm_limit);
 
 // The leading dimension of an operand with the given major.
 int64_t leading_dim(const OperandStrides& s, Major major);
