@@ -91,6 +91,46 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             err = ((got.cpu().double() - want).norm() / want.norm()).item()
             self.assertLessEqual(err, tol)
 
+    @dtypes(torch.float32)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_mat2_grad_keeps_mat2_layout(self, device, dtype, layout):
+        # torchtitan passes w.transpose(-2, -1): a column-major mat2. Its
+        # gradient must come back column-major too, or autograd copies
+        # (transposes) a weight-sized tensor into the parameter's layout.
+        sizes = [5, 0, 6, 3]
+        groups = len(sizes)
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 2
+        shapes = {
+            "2d_3d": ((total, 16), (groups, 16, 8)),
+            "3d_2d": ((groups, 8, 16), (16, total)),
+            "2d_2d": ((8, total), (total, 16)),
+            "3d_3d": ((groups, 8, 16), (groups, 16, 8)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
+        b_shape = shapes[1]
+        weight = _randn(*b_shape[:-2], b_shape[-1], b_shape[-2],
+                        device=device, dtype=dtype).requires_grad_()
+        b = weight.transpose(-2, -1)  # column-major view of the parameter
+        seen = []
+        b.register_hook(lambda g: seen.append(g.stride()))
+        out = _grouped_mm(a, b, offs)
+        grad_out = _randn(*out.shape, device=device, dtype=dtype)
+        out.backward(grad_out)
+        self.assertEqual(seen, [b.stride()])
+        self.assertTrue(weight.grad.is_contiguous())
+
+        a64 = a.detach().cpu().double()
+        b64 = b.detach().cpu().double().requires_grad_()
+        reference_grouped_mm_autograd(a64, b64, offs, None).backward(
+            grad_out.cpu().double())
+        want = b64.grad
+        got = weight.grad.transpose(-2, -1).cpu().double()
+        err = ((got - want).norm() / want.norm()).item()
+        self.assertLessEqual(err, tolerance(dtype, self.device_type))
+
     @onlyCPU
     @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
     def test_gradcheck_float64(self, device, layout):
