@@ -68,6 +68,28 @@ def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.double() - want).norm() / want.norm()).item()
 
 
+class TestSyncSites(TestCase):
+    def test_each_sync_names_the_frame_that_issued_it(self) -> None:
+        import unittest.mock
+        import warnings
+
+        def layer_op() -> None:
+            warnings.warn("called a synchronizing CUDA operation")
+            warnings.warn("called a synchronizing CUDA operation")
+
+        with unittest.mock.patch.object(torch.cuda, "synchronize"), \
+                unittest.mock.patch.object(torch.cuda, "get_sync_debug_mode",
+                                           return_value=0), \
+                unittest.mock.patch.object(torch.cuda, "set_sync_debug_mode"):
+            sites = moe.host_sync_sites(layer_op)
+            count = moe.count_host_syncs(lambda: None)
+        self.assertEqual(len(sites), 2)
+        self.assertTrue(all(site.endswith(" layer_op") for site in sites),
+                        sites)
+        self.assertTrue(sites[0].startswith("test_moe_layer.py:"), sites)
+        self.assertEqual(count, 0)
+
+
 class TestMoELayerShapes(TestCase):
     def test_suite_layers(self) -> None:
         shapes = {s.name: s for s in moe.load_layer_shapes(_SUITE)}

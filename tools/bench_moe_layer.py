@@ -63,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -319,19 +320,41 @@ def reference_moe(layer: MoELayer, x: torch.Tensor) -> torch.Tensor:
 # --- measuring ---------------------------------------------------------------
 
 
-def count_host_syncs(fn: Callable[[], Any]) -> int:
-    """Synchronising CUDA calls fn makes, as c10's sync debug mode sees them."""
+def host_sync_sites(fn: Callable[[], Any]) -> list[str]:
+    """Synchronising CUDA calls fn makes, as c10's sync debug mode sees them:
+    one entry per sync, the innermost Python frame (file:line function) that
+    issued it, so a count can be traced to its op."""
     torch.cuda.synchronize()
     previous = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings(record=True) as caught:
+    sites: list[str] = []
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
+        original = warnings.showwarning
+
+        def record(message, category, filename, lineno, file=None,
+                   line=None):
+            if "synchronizing" not in str(message):
+                return original(message, category, filename, lineno, file,
+                                line)
+            frame = traceback.extract_stack()[-3]
+            sites.append(f"{Path(frame.filename).name}:{frame.lineno} "
+                         f"{frame.name}")
+            return None
+
+        warnings.showwarning = record
         torch.cuda.set_sync_debug_mode("warn")
         try:
             fn()
         finally:
             torch.cuda.set_sync_debug_mode(previous)
+            warnings.showwarning = original
     torch.cuda.synchronize()
-    return sum("synchronizing" in str(w.message) for w in caught)
+    return sites
+
+
+def count_host_syncs(fn: Callable[[], Any]) -> int:
+    """Number of synchronising CUDA calls fn makes (see host_sync_sites)."""
+    return len(host_sync_sites(fn))
 
 
 def time_steps(step: Callable[[int], Any], iters: int, warmup: int,
@@ -431,11 +454,17 @@ def _measure(fn: Callable, layer: MoELayer, inputs: list[torch.Tensor],
     if device.type == "cuda":
         torch.cuda.synchronize()
     times = time_steps(clean_step, args.iters, args.warmup, device)
-    syncs = (count_host_syncs(lambda: step(1)) if device.type == "cuda"
+    # Twice: a first call in sync debug mode can meet one-time setup (a
+    # lazily created handle or stream) that syncs once per process.
+    sites = (host_sync_sites(lambda: step(1)) if device.type == "cuda"
              else None)
+    again = (host_sync_sites(lambda: step(2)) if device.type == "cuda"
+             else None)
+    syncs = None if again is None else len(again)
     median = statistics.median(times)
     return {"median_ms": median, "min_ms": min(times), "runs": len(times),
-            "host_syncs": syncs}
+            "host_syncs": syncs, "host_sync_sites": again,
+            "first_call_sync_sites": sites}
 
 
 def _routing_off() -> None:
