@@ -34,6 +34,7 @@ import bench_grouped_mm as bench  # noqa: E402
 import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 import compare_grouped_mm_runs as compare_runs  # noqa: E402
+import bench_host_overhead as host_overhead  # noqa: E402
 
 try:
     import overlap_ops  # noqa: F401
@@ -581,6 +582,32 @@ class TestInputsAs(TestCase):
         plain = dataclasses.replace(tiny, inputs_as=None)
         a, _ = bench._operands(plain, torch.Generator().manual_seed(0))
         self.assertFalse(torch.equal(a, a.to(torch.bfloat16).half()))
+
+
+class TestHostOverhead(TestCase):
+    def test_cpu_run_writes_both_impls_and_grad_modes(self) -> None:
+        try:
+            import overlap_ops  # noqa: F401
+        except ImportError:
+            self.skipTest("needs the overlap_ops extension")
+        with tempfile.TemporaryDirectory() as tmp, \
+                contextlib.redirect_stdout(io.StringIO()) as stdout:
+            status = host_overhead.main(["--calls", "20", "--repeats", "2",
+                                         "--out", tmp])
+            data = json.loads((Path(tmp) / "host_overhead.json").read_text())
+        self.assertEqual(status, 0)
+        self.assertIn("| ours | off |", stdout.getvalue())
+        seen = {(r["impl"], r["grad_mode"]) for r in data["rows"]}
+        self.assertEqual(seen, {("ours", False), ("ours", True),
+                                ("stock", False), ("stock", True)})
+        ours = [r for r in data["rows"] if r["impl"] == "ours"]
+        self.assertTrue(all(r["us"] is not None and r["us"] > 0
+                            for r in ours), ours)
+
+    def test_bad_counts_are_refused(self) -> None:
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit):
+                host_overhead.main(["--calls", "0"])
 
 
 class TestCompareRuns(TestCase):

@@ -1,15 +1,15 @@
 """overlap_ops: sync-free grouped GEMM and SM carveout for stock PyTorch.
 
 Importing the package registers ``torch.ops.overlap_ops.*`` (the kernels are
-built from the repository's ``aten/`` sources), their fake kernels and their
-autograd formulas. Nothing else changes until you call
+built from the repository's ``aten/`` sources, the autograd formulas are in
+``csrc/GroupedMMAutograd.cpp``) and their fake kernels. Nothing else changes until you call
 :func:`route_torch_grouped_mm`.
 """
 
 import torch  # noqa: F401  (loads libc10/libtorch before _C)
 
 from overlap_ops import _C  # noqa: F401  (runs the TORCH_LIBRARY registration)
-from overlap_ops import _autograd, _fake  # noqa: F401  (registrations only)
+from overlap_ops import _fake  # noqa: F401  (registration only)
 from overlap_ops.carveout import sm_carveout
 from overlap_ops.checked import checked_offsets, set_checked_offsets
 from overlap_ops.grouped_mm import grouped_mm, has_cuda_kernels

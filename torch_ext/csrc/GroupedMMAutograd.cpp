@@ -1,0 +1,181 @@
+// Autograd for overlap_ops::grouped_mm, registered in C++ (what
+// derivatives.yaml and FunctionsManual.cpp are to aten::_grouped_mm in the
+// patched wheel). Every gradient is one more overlap_ops::grouped_mm in
+// another layout, so backward keeps the offsets on the device and never
+// synchronises; the kernels accept any strides, so expanded or zero-stride
+// gradients need no copy.
+//
+// Layout     grad_self                        grad_mat2
+// 2d x 3d    g (sM,N)  x b^T (G,N,K) 2d x 3d  a^T (K,sM) x g (sM,N) 2d x 2d
+// 3d x 2d    g (M,sN)  x b^T (sN,K)  2d x 2d  a^T (G,K,M) x g (M,sN) 3d x 2d
+// 2d x 2d    g (G,M,N) x b^T (N,sK)  3d x 2d  a^T (sK,M) x g (G,M,N) 2d x 3d
+// 3d x 3d    g x b^T   batched                a^T x g   batched
+//
+// mat2's gradient comes back in mat2's own layout: for a column-major mat2
+// (torchtitan passes w.transpose(-2, -1)) it is the transpose of
+// (g^T x self), so autograd hands it to the parameter without a transposing
+// copy of every expert weight (measured on the H200: that copy made an MoE
+// forward + backward step 1.5x slower).
+//
+// In C++ rather than torch.library.register_autograd: the Python autograd
+// kernel runs on every call, inference included, and cost ~7 us of host time
+// per call (29 -> 23 us on the 2-core CI machine, CPU path,
+// tools/bench_host_overhead.py); small layers are host-bound.
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <optional>
+
+namespace overlap_ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor call_grouped_mm(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const std::optional<at::Tensor>& offs,
+    const std::optional<at::Tensor>& bias,
+    std::optional<at::ScalarType> out_dtype) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("overlap_ops::grouped_mm", "")
+          .typed<at::Tensor(
+              const at::Tensor&, const at::Tensor&,
+              const std::optional<at::Tensor>&,
+              const std::optional<at::Tensor>&,
+              std::optional<at::ScalarType>)>();
+  return op.call(a, b, offs, bias, out_dtype);
+}
+
+bool column_major(const at::Tensor& t) {
+  return t.sym_stride(-2) == 1 && t.sym_stride(-1) != 1;
+}
+
+// d out / d mat2, in mat2's layout (row- or column-major).
+at::Tensor mat2_grad(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor& grad,
+    const std::optional<at::Tensor>& offs) {
+  const bool transposed = column_major(b);
+  if (a.dim() == 2 && b.dim() == 3) {
+    // (G, K, N) = a^T (K, sM) x grad (sM, N), grouped along sM.
+    return transposed
+        ? call_grouped_mm(grad.t(), a, offs, std::nullopt, std::nullopt)
+              .transpose(-2, -1)
+        : call_grouped_mm(a.t(), grad, offs, std::nullopt, std::nullopt);
+  }
+  if (a.dim() == 3 && b.dim() == 2) {
+    // (K, sN) = a^T (G, K, M) x grad (M, sN).
+    return transposed
+        ? call_grouped_mm(grad.t(), a, offs, std::nullopt, std::nullopt).t()
+        : call_grouped_mm(
+              a.transpose(-2, -1), grad, offs, std::nullopt, std::nullopt);
+  }
+  if (a.dim() == 2 && b.dim() == 2) {
+    // (sK, N) = a^T (sK, M) x grad (G, M, N).
+    return transposed
+        ? call_grouped_mm(
+              grad.transpose(-2, -1), a, offs, std::nullopt, std::nullopt)
+              .t()
+        : call_grouped_mm(a.t(), grad, offs, std::nullopt, std::nullopt);
+  }
+  // 3d x 3d, batched.
+  return transposed
+      ? call_grouped_mm(
+            grad.transpose(-2, -1), a, std::nullopt, std::nullopt,
+            std::nullopt)
+            .transpose(-2, -1)
+      : call_grouped_mm(
+            a.transpose(-2, -1), grad, std::nullopt, std::nullopt,
+            std::nullopt);
+}
+
+// Per-group sum of the output rows, (G, N), accumulated in float32.
+at::Tensor bias_grad(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor& grad,
+    const std::optional<at::Tensor>& offs) {
+  if (a.dim() == 2 && b.dim() == 3) {
+    // Sum over each group's rows = ones (1, sum M) @ grad, grouped along K.
+    const at::Tensor ones =
+        at::ones_symint({1, grad.sym_size(0)}, grad.options());
+    const bool low_precision = grad.scalar_type() == at::kBFloat16 ||
+        grad.scalar_type() == at::kHalf;
+    return call_grouped_mm(
+               ones, grad, offs, std::nullopt,
+               low_precision ? std::optional<at::ScalarType>(at::kFloat)
+                             : std::nullopt)
+        .squeeze(1);
+  }
+  return grad.sum(
+      1, /*keepdim=*/false,
+      c10::promoteTypes(grad.scalar_type(), at::kFloat));
+}
+
+class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
+ public:
+  static at::Tensor forward(
+      AutogradContext* ctx,
+      const at::Tensor& a,
+      const at::Tensor& b,
+      const std::optional<at::Tensor>& offs,
+      const std::optional<at::Tensor>& bias,
+      std::optional<at::ScalarType> out_dtype) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->save_for_backward({a, b, offs.value_or(at::Tensor())});
+    ctx->saved_data["bias_dtype"] = bias.has_value() && bias->defined()
+        ? c10::IValue(bias->scalar_type())
+        : c10::IValue();
+    return call_grouped_mm(a, b, offs, bias, out_dtype);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& a = saved[0];
+    const at::Tensor& b = saved[1];
+    const std::optional<at::Tensor> offs =
+        saved[2].defined() ? std::optional<at::Tensor>(saved[2])
+                           : std::nullopt;
+    const at::Tensor grad = grads[0].to(a.scalar_type());
+    at::Tensor grad_a, grad_b, grad_bias;
+    if (ctx->needs_input_grad(0)) {
+      // Every layout: grad x mat2^T (offs is None for 3d x 3d).
+      grad_a = call_grouped_mm(
+          grad, b.transpose(-2, -1), offs, std::nullopt, std::nullopt);
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_b = mat2_grad(a, b, grad, offs);
+    }
+    // needs_input_grad counts only the tensor arguments that were given:
+    // bias follows a, b and, when present, offs.
+    const size_t bias_edge = offs.has_value() ? 3 : 2;
+    const c10::IValue& bias_dtype = ctx->saved_data["bias_dtype"];
+    if (!bias_dtype.isNone() && ctx->needs_input_grad(bias_edge)) {
+      grad_bias = bias_grad(a, b, grad, offs).to(bias_dtype.toScalarType());
+    }
+    return {grad_a, grad_b, at::Tensor(), grad_bias, at::Tensor()};
+  }
+};
+
+at::Tensor grouped_mm_autograd(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const std::optional<at::Tensor>& offs,
+    const std::optional<at::Tensor>& bias,
+    std::optional<at::ScalarType> out_dtype) {
+  return GroupedMMFunction::apply(a, b, offs, bias, out_dtype);
+}
+
+}  // namespace
+}  // namespace overlap_ops
+
+TORCH_LIBRARY_IMPL(overlap_ops, Autograd, m) {
+  m.impl("grouped_mm", TORCH_FN(overlap_ops::grouped_mm_autograd));
+}
