@@ -199,6 +199,37 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         self.assertTrue(torch.autograd.gradgradcheck(
             lambda a, b, bias: _grouped_mm(a, b, offs, bias), args))
 
+    @dtypes(torch.bfloat16)
+    @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
+    def test_float32_bias_grad_with_float32_out_dtype(self, device, dtype,
+                                                      layout):
+        # bf16 inputs, out_dtype=float32 and a float32 bias: the bias
+        # gradient is a float32 reduction of the float32 output gradient,
+        # not of that gradient rounded to bf16 (rel. error ~1e-3).
+        sizes = [40, 0, 24]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        shapes = {
+            "2d_3d": ((total, 8), (3, 8, 16)),
+            "2d_2d": ((32, total), (total, 16)),
+            "3d_3d": ((3, 32, 8), (3, 8, 16)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        a = _randn(*shapes[0], device=device, dtype=dtype)
+        b = _randn(*shapes[1], device=device, dtype=dtype)
+        bias = torch.randn(3, 16, device=device, requires_grad=True)
+        out = _grouped_mm(a, b, offs, bias, torch.float32)
+        grad_out = torch.randn_like(out)
+        out.backward(grad_out)
+        g = grad_out.cpu().double()
+        if layout == "2d_3d":
+            want = torch.stack([rows.sum(0) for rows in g.split(sizes)])
+        else:
+            want = g.sum(1)
+        err = ((bias.grad.cpu().double() - want).norm() / want.norm()).item()
+        self.assertLessEqual(err, 1e-5)
+
     @onlyCPU
     @parametrize("dynamic", [False, True])
     def test_compile_fullgraph_forward_backward(self, device, dynamic):
