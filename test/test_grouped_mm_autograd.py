@@ -156,6 +156,81 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             lambda *t: _grouped_mm(*t), tuple(args)))
 
     @onlyCPU
+    @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
+    def test_grad_only_where_required_and_double_backward(self, device,
+                                                           layout):
+        # The C++ autograd Function finds bias's edge by counting only the
+        # tensor arguments given (offs is absent for 3d x 3d), so every
+        # subset of {self, mat2, bias} requiring grad is checked, and the
+        # backward, itself grouped_mm calls, is differentiated again.
+        sizes = [2, 0, 3]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes) + 1
+        shapes = {
+            "2d_3d": ((total, 4), (3, 4, 5)),
+            "2d_2d": ((4, total), (total, 5)),
+            "3d_3d": ((3, 4, 5), (3, 5, 2)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        full = [torch.randn(*shapes[0], dtype=torch.float64),
+                torch.randn(*shapes[1], dtype=torch.float64),
+                torch.randn(3, shapes[1][-1], dtype=torch.float64)]
+        grad_out = None
+        want = None
+        for mask in range(1, 8):
+            leaves = [t.clone().requires_grad_(bool(mask >> i & 1))
+                      for i, t in enumerate(full)]
+            out = _grouped_mm(leaves[0], leaves[1], offs, leaves[2])
+            if grad_out is None:
+                grad_out = torch.randn_like(out)
+                all_leaves = [t.clone().requires_grad_() for t in full]
+                want = torch.autograd.grad(
+                    _grouped_mm(all_leaves[0], all_leaves[1], offs,
+                                all_leaves[2]),
+                    all_leaves, grad_out)
+            out.backward(grad_out)
+            for i, leaf in enumerate(leaves):
+                if mask >> i & 1:
+                    self.assertEqual(leaf.grad, want[i])
+                else:
+                    self.assertIsNone(leaf.grad)
+        args = tuple(t.clone().requires_grad_() for t in full)
+        self.assertTrue(torch.autograd.gradgradcheck(
+            lambda a, b, bias: _grouped_mm(a, b, offs, bias), args))
+
+    @dtypes(torch.bfloat16)
+    @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
+    def test_float32_bias_grad_with_float32_out_dtype(self, device, dtype,
+                                                      layout):
+        # bf16 inputs, out_dtype=float32 and a float32 bias: the bias
+        # gradient is a float32 reduction of the float32 output gradient,
+        # not of that gradient rounded to bf16 (rel. error ~1e-3).
+        sizes = [40, 0, 24]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        shapes = {
+            "2d_3d": ((total, 8), (3, 8, 16)),
+            "2d_2d": ((32, total), (total, 16)),
+            "3d_3d": ((3, 32, 8), (3, 8, 16)),
+        }[layout]
+        if layout == "3d_3d":
+            offs = None
+        a = _randn(*shapes[0], device=device, dtype=dtype)
+        b = _randn(*shapes[1], device=device, dtype=dtype)
+        bias = torch.randn(3, 16, device=device, requires_grad=True)
+        out = _grouped_mm(a, b, offs, bias, torch.float32)
+        grad_out = torch.randn_like(out)
+        out.backward(grad_out)
+        g = grad_out.cpu().double()
+        if layout == "2d_3d":
+            want = torch.stack([rows.sum(0) for rows in g.split(sizes)])
+        else:
+            want = g.sum(1)
+        err = ((bias.grad.cpu().double() - want).norm() / want.norm()).item()
+        self.assertLessEqual(err, 1e-5)
+
+    @onlyCPU
     @parametrize("dynamic", [False, True])
     def test_compile_fullgraph_forward_backward(self, device, dynamic):
         def step(x, w, offs):

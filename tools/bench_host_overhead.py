@@ -55,20 +55,28 @@ def host_us_per_call(fn: Callable[[], Any], calls: int, repeats: int,
 
 def measure(device: str, dtype: torch.dtype, calls: int, repeats: int,
             shape: Sequence[int]) -> list[dict[str, Any]]:
-    """One row per (implementation, grad mode)."""
+    """One row per (implementation, grad mode).
+
+    Grad mode on means a training forward: self and mat2 require grad, so
+    each call also records its autograd node and saves its inputs. (With
+    grad mode on but no input requiring grad, a call costs what it costs
+    with grad mode off: the autograd kernel runs either way.)
+    """
     import overlap_ops
 
     overlap_ops.route_torch_grouped_mm(False)
     a, b, offs = _inputs(device, dtype, *shape)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (
         lambda: None)
-    impls = {
-        "ours": lambda: torch.ops.overlap_ops.grouped_mm(a, b, offs, None,
-                                                         None),
-        "stock": lambda: torch._grouped_mm(a, b, offs=offs),
-    }
     rows = []
     for grad_mode in (False, True):
+        x, w = (a.detach().requires_grad_(grad_mode),
+                b.detach().requires_grad_(grad_mode))
+        impls = {
+            "ours": lambda x=x, w=w: torch.ops.overlap_ops.grouped_mm(
+                x, w, offs, None, None),
+            "stock": lambda x=x, w=w: torch._grouped_mm(x, w, offs=offs),
+        }
         for name, fn in impls.items():
             with torch.set_grad_enabled(grad_mode):
                 try:
@@ -85,7 +93,8 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     lines = [f"# Host time per grouped-mm call ({meta['device']}, "
              f"torch {meta['torch']})", "",
              f"{meta['dtype']}, groups x rows x K x N = {meta['shape']}; "
-             f"median of {meta['repeats']} rounds of {meta['calls']} calls.",
+             f"median of {meta['repeats']} rounds of {meta['calls']} calls; "
+             "grad mode on: self and mat2 require grad (forward only).",
              "", "| impl | grad mode | us / call |", "|---|---|---:|"]
     for row in rows:
         cell = f"{row['us']:.1f}" if row["us"] is not None else (

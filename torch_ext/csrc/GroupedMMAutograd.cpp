@@ -143,7 +143,11 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     const std::optional<at::Tensor> offs =
         saved[2].defined() ? std::optional<at::Tensor>(saved[2])
                            : std::nullopt;
-    const at::Tensor grad = grads[0].to(a.scalar_type());
+    // self and mat2 get grouped_mm(grad, ...) with grad in their dtype (the
+    // kernels take one input dtype); bias, which may be float32 with bf16
+    // inputs (out_dtype=float32), is reduced from the unrounded gradient.
+    const at::Tensor& grad_out = grads[0];
+    const at::Tensor grad = grad_out.to(a.scalar_type());
     at::Tensor grad_a, grad_b, grad_bias;
     if (ctx->needs_input_grad(0)) {
       // Every layout: grad x mat2^T (offs is None for 3d x 3d).
@@ -158,7 +162,8 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     const size_t bias_edge = offs.has_value() ? 3 : 2;
     const c10::IValue& bias_dtype = ctx->saved_data["bias_dtype"];
     if (!bias_dtype.isNone() && ctx->needs_input_grad(bias_edge)) {
-      grad_bias = bias_grad(a, b, grad, offs).to(bias_dtype.toScalarType());
+      grad_bias =
+          bias_grad(a, b, grad_out, offs).to(bias_dtype.toScalarType());
     }
     return {grad_a, grad_b, at::Tensor(), grad_bias, at::Tensor()};
   }
