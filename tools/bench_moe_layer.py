@@ -323,7 +323,9 @@ def reference_moe(layer: MoELayer, x: torch.Tensor) -> torch.Tensor:
 def host_sync_sites(fn: Callable[[], Any]) -> list[str]:
     """Synchronising CUDA calls fn makes, as c10's sync debug mode sees them:
     one entry per sync, the innermost Python frame (file:line function) that
-    issued it, so a count can be traced to its op."""
+    issued it, so a forward sync can be traced to its op. Syncs inside
+    backward are counted too, but the autograd engine re-raises their
+    warnings after backward, so they all point at the backward() call."""
     torch.cuda.synchronize()
     previous = torch.cuda.get_sync_debug_mode()
     sites: list[str] = []

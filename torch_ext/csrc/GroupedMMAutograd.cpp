@@ -128,6 +128,8 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
       const std::optional<at::Tensor>& offs,
       const std::optional<at::Tensor>& bias,
       std::optional<at::ScalarType> out_dtype) {
+    // Below the autograd keys, so the inner call reaches the CPU/CUDA (or
+    // fake) kernel instead of re-entering this autograd kernel.
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     ctx->save_for_backward({a, b, offs.value_or(at::Tensor())});
     ctx->saved_data["bias_dtype"] = bias.has_value() && bias->defined()
