@@ -113,10 +113,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         metavar=("GROUPS", "ROWS", "K", "N"))
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch.set_num_threads for the run (default 1: "
+                        "a woken CPU thread pool makes host times noisy)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    if args.calls < 1 or args.repeats < 1:
-        parser.error("--calls and --repeats must be >= 1")
+    if args.calls < 1 or args.repeats < 1 or args.threads < 1:
+        parser.error("--calls, --repeats and --threads must be >= 1")
+    torch.set_num_threads(args.threads)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16,
              "fp32": torch.float32}[args.dtype]
     rows = measure(args.device, dtype, args.calls, args.repeats, args.shape)
@@ -124,6 +128,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        if args.device.startswith("cuda") else "CPU"),
             "torch": torch.__version__, "dtype": args.dtype,
             "shape": list(args.shape), "calls": args.calls,
+            "threads": args.threads,
             "repeats": args.repeats}
     text = render(meta, rows)
     print(text, end="")
