@@ -112,6 +112,15 @@ for stage in "$@"; do
       python3 -m pytest -q test/test_sm_carveout.py test/test_cu_mask.py \
         2>&1 | tee "$OUT/carveout_test.log" | tail -15
       ;;
+    host)
+      # Host time per call on the CUDA path, ours vs stock (no sync inside a
+      # round): tells whether the smallest rows are host-bound.
+      mkdir -p "$OUT/host"
+      python3 tools/bench_host_overhead.py --device cuda --dtype bf16 \
+        --out "$OUT/host" 2>&1 | tail -8
+      python3 tools/bench_host_overhead.py --device cuda --dtype bf16 \
+        --shape 32 32 1024 1024 --out "$OUT/host/granitemoe" 2>&1 | tail -6
+      ;;
     moe)
       # MoE FFN layer, ours vs stock, eager and compiled; each (layer, impl)
       # in its own process (a stock device-side assert stays contained).
