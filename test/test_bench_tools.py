@@ -35,6 +35,7 @@ import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 import compare_grouped_mm_runs as compare_runs  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
+import bench_carveout  # noqa: E402
 
 try:
     import overlap_ops  # noqa: F401
@@ -608,6 +609,33 @@ class TestHostOverhead(TestCase):
         with contextlib.redirect_stderr(io.StringIO()):
             with self.assertRaises(SystemExit):
                 host_overhead.main(["--calls", "0"])
+
+
+class TestCarveoutBenchDtype(TestCase):
+    def test_dtype_option_and_tf32_switch(self) -> None:
+        self.assertEqual(bench_carveout.gemm_dtype(None, {}), torch.bfloat16)
+        self.assertEqual(bench_carveout.gemm_dtype(None, {"dtype": "float16"}),
+                         torch.float16)
+        matmul = torch.backends.cuda.matmul
+        previous = getattr(matmul, "fp32_precision", None)
+        previous_tf32 = matmul.allow_tf32
+        try:
+            self.assertEqual(bench_carveout.gemm_dtype("tf32", {}),
+                             torch.float32)
+            self.assertTrue(torch.backends.cuda.matmul.allow_tf32)
+            self.assertEqual(bench_carveout.gemm_dtype("fp32", {}),
+                             torch.float32)
+            self.assertFalse(torch.backends.cuda.matmul.allow_tf32)
+        finally:
+            # Newer torch keeps the state as fp32_precision ('none' unset).
+            matmul.allow_tf32 = previous_tf32
+            if previous is not None:
+                matmul.fp32_precision = previous
+        args = bench_carveout._parse_args(["--dtype", "fp32"])
+        self.assertEqual(args.dtype, "fp32")
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit):
+                bench_carveout._parse_args(["--dtype", "fp64"])
 
 
 class TestCompareRuns(TestCase):

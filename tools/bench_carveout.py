@@ -72,6 +72,12 @@ def _parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="comma-separated case names (default: all)")
     p.add_argument("--gemms", default="fwd,dgrad,wgrad,grouped",
                    help="which GEMMs: fwd, dgrad, wgrad, grouped")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32", "tf32"),
+                   default=None,
+                   help="GEMM dtype (default: the suite's, bf16). fp32 runs "
+                   "exact fp32 (TF32 off) and tf32 fp32 with TF32 on: "
+                   "cuBLAS's fp32 kernels are not persistent, so ours runs "
+                   "them on a green-context stream")
     p.add_argument("--iters", type=int, default=20, help="timed runs")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs")
     return p.parse_args(argv)
@@ -174,12 +180,26 @@ def _measure(rows: list[Row], case: str, gemm: str, dims: tuple[int, int, int],
                                 str(exc).splitlines()[0][:120]))
 
 
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16,
+           "fp32": torch.float32, "tf32": torch.float32}
+
+
+def gemm_dtype(name: Optional[str], suite: dict) -> torch.dtype:
+    """The GEMMs' dtype: --dtype, else the suite's (bf16 by default). Sets
+    TF32 for fp32 (off) and tf32 (on)."""
+    if name is None:
+        return getattr(torch, suite.get("dtype", "bfloat16"))
+    if name in ("fp32", "tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+    return _DTYPES[name]
+
+
 def run_suite(args: argparse.Namespace) -> list[Row]:
     """Times every selected GEMM of every case; returns all rows."""
     import overlap_ops
 
     suite = json.loads(args.shapes.read_text())
-    dtype = getattr(torch, suite.get("dtype", "bfloat16"))
+    dtype = gemm_dtype(args.dtype, suite)
     device = torch.device("cuda")
     carveouts = [int(k) for k in args.carveouts.split(",") if k.strip()]
     wanted = {c for c in args.cases.split(",") if c}
@@ -262,7 +282,7 @@ def markdown(rows: list[Row], summary: list[dict[str, object]],
     by_key = {(r.case, r.gemm, r.impl, r.k): r for r in rows}
     lines = [
         f"# SM carveout: GEMM TFLOP/s ({meta['device']}, {meta['sms']} SMs, "
-        f"torch {meta['torch']})",
+        f"torch {meta['torch']}, {meta.get('dtype', 'bf16')})",
         "",
         "Cells: ours / stock TFLOP/s. Ours runs inside "
         "`overlap_ops.sm_carveout(k)`; stock only sets "
@@ -346,7 +366,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     props = torch.cuda.get_device_properties(0)
     meta = {"device": props.name, "sms": props.multi_processor_count,
             "torch": torch.__version__, "shapes": str(args.shapes),
-            "iters": args.iters}
+            "iters": args.iters, "dtype": args.dtype or "suite (bf16)"}
     rows = run_suite(args)
     summary = summarize(rows, props.multi_processor_count)
     args.out.mkdir(parents=True, exist_ok=True)
