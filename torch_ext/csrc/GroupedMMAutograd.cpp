@@ -24,6 +24,7 @@
 // host-bound.
 
 #include <ATen/ATen.h>
+#include <ATen/native/GroupedMMBackward.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -97,29 +98,6 @@ at::Tensor mat2_grad(
             std::nullopt);
 }
 
-// Per-group sum of the output rows, (G, N), accumulated in float32.
-at::Tensor bias_grad(
-    const at::Tensor& a,
-    const at::Tensor& b,
-    const at::Tensor& grad,
-    const std::optional<at::Tensor>& offs) {
-  if (a.dim() == 2 && b.dim() == 3) {
-    // Sum over each group's rows = ones (1, sum M) @ grad, grouped along K.
-    const at::Tensor ones =
-        at::ones_symint({1, grad.sym_size(0)}, grad.options());
-    const bool low_precision = grad.scalar_type() == at::kBFloat16 ||
-        grad.scalar_type() == at::kHalf;
-    return call_grouped_mm(
-               ones, grad, offs, std::nullopt,
-               low_precision ? std::optional<at::ScalarType>(at::kFloat)
-                             : std::nullopt)
-        .squeeze(1);
-  }
-  return grad.sum(
-      1, /*keepdim=*/false,
-      c10::promoteTypes(grad.scalar_type(), at::kFloat));
-}
-
 class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
  public:
   static at::Tensor forward(
@@ -165,8 +143,9 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     const size_t bias_edge = offs.has_value() ? 3 : 2;
     const c10::IValue& bias_dtype = ctx->saved_data["bias_dtype"];
     if (!bias_dtype.isNone() && ctx->needs_input_grad(bias_edge)) {
-      grad_bias =
-          bias_grad(a, b, grad_out, offs).to(bias_dtype.toScalarType());
+      grad_bias = at::native::grouped_mm_bias_backward(
+                      grad_out, a.dim(), b.dim(), offs, &call_grouped_mm)
+                      .to(bias_dtype.toScalarType());
     }
     return {grad_a, grad_b, at::Tensor(), grad_bias, at::Tensor()};
   }

@@ -18,12 +18,14 @@ bool is_low_precision(ScalarType dtype) {
 // Per-group row sums of grad (sum M, N) -> (G, N). One grouped GEMM of a row
 // of ones against grad, grouped along K: group g reduces rows
 // [offs[g-1], offs[g]) and a group with no rows yields zeros.
-Tensor bias_grad_2d_3d(const Tensor& grad, const Tensor& offs) {
-  const Tensor ones = at::ones({1, grad.size(0)}, grad.options());
+Tensor bias_grad_2d_3d(
+    const Tensor& grad, const Tensor& offs, GroupedMMFn grouped_mm) {
+  const Tensor ones = at::ones_symint({1, grad.sym_size(0)}, grad.options());
   const std::optional<ScalarType> acc_dtype = is_low_precision(
       grad.scalar_type()) ? std::optional<ScalarType>(kFloat) : std::nullopt;
-  return at::_grouped_mm(ones, grad, offs, std::nullopt, acc_dtype)
-      .squeeze(1);
+  const GroupedMMFn mm =
+      grouped_mm != nullptr ? grouped_mm : &at::_grouped_mm;
+  return mm(ones, grad, offs, std::nullopt, acc_dtype).squeeze(1);
 }
 
 // grad (G, M, N) -> (G, N), reduced in at least float32.
@@ -38,7 +40,8 @@ Tensor grouped_mm_bias_backward(
     const Tensor& grad,
     int64_t self_dim,
     int64_t mat2_dim,
-    const std::optional<Tensor>& offs) {
+    const std::optional<Tensor>& offs,
+    GroupedMMFn grouped_mm) {
   TORCH_CHECK(
       !(self_dim == 3 && mat2_dim == 2),
       kOp, ": the 3d x 2d layout has no bias");
@@ -50,7 +53,7 @@ Tensor grouped_mm_bias_backward(
         grad.dim() == 2,
         kOp, ": grad must be 2-D (sum M, N) for the 2d x 3d layout, got ",
         grad.dim(), "-D");
-    return bias_grad_2d_3d(grad, *offs);
+    return bias_grad_2d_3d(grad, *offs, grouped_mm);
   }
   TORCH_CHECK(
       grad.dim() == 3,

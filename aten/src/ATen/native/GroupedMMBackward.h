@@ -5,6 +5,7 @@
 // FunctionsManual.cpp; this header only adds the bias gradient.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <optional>
@@ -20,10 +21,19 @@ namespace at::native {
 // give exact zeros. bf16/fp16 gradients accumulate in float32 and the result
 // stays float32 (autograd casts it to bias's dtype); float32 and float64
 // keep their dtype. The 3d x 2d layout has no bias.
+//
+// `grouped_mm` runs the 2d x 3d reduction: at::_grouped_mm inside PyTorch;
+// the out-of-tree extension passes its own op, since at::_grouped_mm there
+// is stock's kernel.
+using GroupedMMFn = Tensor (*)(
+    const Tensor&, const Tensor&, const std::optional<Tensor>&,
+    const std::optional<Tensor>&, std::optional<ScalarType>);
+
 Tensor grouped_mm_bias_backward(
     const Tensor& grad,
     int64_t self_dim,
     int64_t mat2_dim,
-    const std::optional<Tensor>& offs);
+    const std::optional<Tensor>& offs,
+    GroupedMMFn grouped_mm = nullptr);
 
 }  // namespace at::native
