@@ -128,7 +128,7 @@ for stage in "$@"; do
       ;;
     benchtiles)
       # A/B of the SM90 tile configs (TILES) on the rows where we trail stock.
-      for tile in ${TILES:-small medium large}; do
+      for tile in ${TILES:-small medium large split}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
           --shapes ${TILE_SHAPES:-bench/moe_shapes.json} \
