@@ -49,7 +49,7 @@ for stage in "$@"; do
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
-      for tile in small medium large; do
+      for tile in small medium large split; do
         echo "-- OVERLAP_OPS_SM90_TILE=$tile"
         OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm_cuda.py \
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
@@ -137,7 +137,7 @@ for stage in "$@"; do
       ;;
     benchtiles)
       # A/B of the SM90 tile configs (TILES) on the rows where we trail stock.
-      for tile in ${TILES:-small medium large}; do
+      for tile in ${TILES:-small medium large split}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
           --shapes ${TILE_SHAPES:-bench/moe_shapes.json} \

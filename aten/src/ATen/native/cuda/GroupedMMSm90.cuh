@@ -15,6 +15,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -114,6 +116,8 @@ __device__ Stride stride_with_leading_dim(int64_t ld) {
 template <typename G>
 struct DeviceArguments {
   typename ProblemShape::UnderlyingProblemShape* shapes;
+  // kSplit: the large kernel's shapes (nullptr otherwise).
+  typename ProblemShape::UnderlyingProblemShape* large_shapes = nullptr;
   const typename G::ElementIn** a;
   const typename G::ElementIn** b;
   typename G::ElementOut** d;
@@ -131,11 +135,19 @@ struct Sm90ArgumentWriter {
   typename G::ElementOut* d;
   LeadingDims ld;
   DeviceArguments<G> out;
+  int64_t split_rows = 0;  // with out.large_shapes
 
   __device__ void operator()(int64_t g, const Group& p) const {
-    out.shapes[g] = cute::make_shape(
-        skipped_by_gemm(p) ? 0 : static_cast<int>(p.m),
-        static_cast<int>(p.n), static_cast<int>(p.k));
+    const int m = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
+    const int n = static_cast<int>(p.n);
+    const int k = static_cast<int>(p.k);
+    if (out.large_shapes == nullptr) {
+      out.shapes[g] = cute::make_shape(m, n, k);
+    } else {
+      const bool large = m > split_rows;
+      out.shapes[g] = cute::make_shape(large ? 0 : m, n, k);
+      out.large_shapes[g] = cute::make_shape(large ? m : 0, n, k);
+    }
     out.a[g] = a + p.a_offset;
     out.b[g] = b + p.b_offset;
     out.d[g] = d + p.d_offset;
@@ -154,10 +166,12 @@ inline int64_t align_up(int64_t bytes) {
 
 // Carves the per-group argument arrays out of one device allocation.
 template <typename G>
-DeviceArguments<G> carve_arguments(Tensor& storage, int64_t groups) {
+DeviceArguments<G> carve_arguments(
+    Tensor& storage, int64_t groups, bool split) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
+      split ? align_up(groups * int64_t(sizeof(Shape))) : 0,
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(void*))),
@@ -173,42 +187,34 @@ DeviceArguments<G> carve_arguments(Tensor& storage, int64_t groups) {
   DeviceArguments<G> args;
   args.shapes = reinterpret_cast<Shape*>(p);
   p += sizes[0];
-  args.a = reinterpret_cast<const typename G::ElementIn**>(p);
+  args.large_shapes = split ? reinterpret_cast<Shape*>(p) : nullptr;
   p += sizes[1];
-  args.b = reinterpret_cast<const typename G::ElementIn**>(p);
+  args.a = reinterpret_cast<const typename G::ElementIn**>(p);
   p += sizes[2];
-  args.d = reinterpret_cast<typename G::ElementOut**>(p);
+  args.b = reinterpret_cast<const typename G::ElementIn**>(p);
   p += sizes[3];
-  args.stride_a = reinterpret_cast<typename G::StrideA*>(p);
+  args.d = reinterpret_cast<typename G::ElementOut**>(p);
   p += sizes[4];
-  args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
+  args.stride_a = reinterpret_cast<typename G::StrideA*>(p);
   p += sizes[5];
+  args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
+  p += sizes[6];
   args.stride_d = reinterpret_cast<typename G::StrideD*>(p);
   return args;
 }
 
+// Launches G's kernel over `shapes` with the pointers and strides of `dev`.
 // Returns nullptr once launched, or what CUTLASS refused. Raising is left
 // to the host-compiled caller (see GroupedMMCUDA.cpp).
 template <typename G>
-const char* run_grouped_gemm(const LaunchArgs& args, const LeadingDims& ld) {
-  using ElementIn = typename G::ElementIn;
-  using ElementOut = typename G::ElementOut;
+const char* launch_gemm(
+    const LaunchArgs& args,
+    const DeviceArguments<G>& dev,
+    typename ProblemShape::UnderlyingProblemShape* shapes) {
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const int64_t groups = args.geo.num_groups;
-
-  Tensor storage;
-  DeviceArguments<G> dev = carve_arguments<G>(storage, groups);
-  const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
-  const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
-  auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev};
-  if (!launch_fill_group_arguments(args, writer)) {
-    return "launching the argument-filling kernel failed";
-  }
-
   typename G::Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGrouped,
-      {static_cast<int>(groups), dev.shapes, nullptr},
+      {static_cast<int>(args.geo.num_groups), shapes, nullptr},
       {dev.a, dev.stride_a, dev.b, dev.stride_b},
       {{}, nullptr, nullptr, dev.d, dev.stride_d}};
   arguments.epilogue.thread.alpha = 1.f;
@@ -235,25 +241,64 @@ const char* run_grouped_gemm(const LaunchArgs& args, const LeadingDims& ld) {
   return nullptr;
 }
 
+// Fills the per-group arguments from the offsets, then launches G (or, with
+// GLarge, G for the groups of at most split_rows rows and GLarge for the
+// rest: both read the same pointers and strides).
+template <typename G, typename GLarge = void>
+const char* run_grouped_gemm(
+    const LaunchArgs& args, const LeadingDims& ld, int64_t split_rows = 0) {
+  using ElementIn = typename G::ElementIn;
+  using ElementOut = typename G::ElementOut;
+  constexpr bool kSplit = !std::is_void_v<GLarge>;
+  Tensor storage;
+  DeviceArguments<G> dev =
+      carve_arguments<G>(storage, args.geo.num_groups, kSplit);
+  const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
+  const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
+  auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
+  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, split_rows};
+  if (!launch_fill_group_arguments(args, writer)) {
+    return "launching the argument-filling kernel failed";
+  }
+  if (const char* error = launch_gemm<G>(args, dev, dev.shapes)) {
+    return error;
+  }
+  if constexpr (kSplit) {
+    // Same operands and layouts, so the argument arrays are the same types.
+    static_assert(std::is_same_v<typename G::StrideA, typename GLarge::StrideA>);
+    static_assert(std::is_same_v<typename G::StrideB, typename GLarge::StrideB>);
+    static_assert(std::is_same_v<typename G::StrideD, typename GLarge::StrideD>);
+    static_assert(
+        std::is_same_v<typename G::ElementOut, typename GLarge::ElementOut>);
+    const DeviceArguments<GLarge> large{
+        dev.large_shapes, nullptr,     dev.a,        dev.b,
+        dev.d,            dev.stride_a, dev.stride_b, dev.stride_d};
+    return launch_gemm<GLarge>(args, large, dev.large_shapes);
+  }
+  return nullptr;
+}
+
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
 const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
-                     TileConfig config) {
-  if (config == TileConfig::kSmall) {
-    return run_grouped_gemm<
-        GroupedGemm<In, Out, kARowMajor, kBRowMajor, SmallTileConfig>>(
-        args, ld);
+                     TileChoice choice) {
+  using Small = GroupedGemm<In, Out, kARowMajor, kBRowMajor, SmallTileConfig>;
+  using Medium =
+      GroupedGemm<In, Out, kARowMajor, kBRowMajor, MediumTileConfig>;
+  using Large = GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>;
+  switch (choice.config) {
+    case TileConfig::kSmall:
+      return run_grouped_gemm<Small>(args, ld);
+    case TileConfig::kMedium:
+      return run_grouped_gemm<Medium>(args, ld);
+    case TileConfig::kSplit:
+      return run_grouped_gemm<Medium, Large>(args, ld, choice.split_rows);
+    default:
+      return run_grouped_gemm<Large>(args, ld);
   }
-  if (config == TileConfig::kMedium) {
-    return run_grouped_gemm<
-        GroupedGemm<In, Out, kARowMajor, kBRowMajor, MediumTileConfig>>(
-        args, ld);
-  }
-  return run_grouped_gemm<
-      GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>>(args, ld);
 }
 
 #define OVERLAP_OPS_SM90_INSTANTIATE(In, Out, ARow, BRow)            \
   template const char* run_sm90<In, Out, ARow, BRow>(               \
-      const LaunchArgs&, const LeadingDims&, TileConfig);
+      const LaunchArgs&, const LeadingDims&, TileChoice);
 
 }  // namespace at::native::grouped_mm::sm90

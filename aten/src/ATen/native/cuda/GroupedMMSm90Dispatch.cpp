@@ -9,6 +9,7 @@
 #include <ATen/native/cuda/GroupedMMSm90.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 
 namespace at::native::grouped_mm {
@@ -37,38 +38,62 @@ std::optional<Major> sm90_b_major(GroupedDim grouped, bool tf32) {
   return tf32 ? std::optional(Major::kCol) : required_b_major(grouped);
 }
 
-// OVERLAP_OPS_SM90_TILE=large|medium|small pins the tile config for tuning runs
-// (tools/gpu_session.sh benchtiles); unset or auto uses the heuristic.
-std::optional<sm90::TileConfig> forced_tile_config() {
-  switch (env_choice("OVERLAP_OPS_SM90_TILE", {"small", "medium", "large"})) {
+// OVERLAP_OPS_SM90_TILE=large|medium|small|split pins the tile config for
+// tuning runs (tools/gpu_session.sh benchtiles); unset or auto uses the
+// heuristic. split applies to row-grouped calls only (others keep the
+// heuristic); OVERLAP_OPS_SM90_SPLIT_ROWS sets its threshold.
+constexpr int64_t kDefaultSplitRows = 384;
+
+int64_t split_rows() {
+  const char* text = std::getenv("OVERLAP_OPS_SM90_SPLIT_ROWS");
+  if (text == nullptr || *text == '\0') {
+    return kDefaultSplitRows;
+  }
+  char* end = nullptr;
+  const long long value = std::strtoll(text, &end, 10);
+  TORCH_CHECK(
+      *end == '\0' && value >= 0,
+      "OVERLAP_OPS_SM90_SPLIT_ROWS must be a row count >= 0, got '", text,
+      "'");
+  return value;
+}
+
+std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
+  switch (env_choice(
+      "OVERLAP_OPS_SM90_TILE", {"small", "medium", "large", "split"})) {
     case 1:
-      return sm90::TileConfig::kSmall;
+      return sm90::TileChoice{sm90::TileConfig::kSmall};
     case 2:
-      return sm90::TileConfig::kMedium;
+      return sm90::TileChoice{sm90::TileConfig::kMedium};
     case 3:
-      return sm90::TileConfig::kLarge;
+      return sm90::TileChoice{sm90::TileConfig::kLarge};
+    case 4:
+      if (geo.grouped == GroupedDim::kRows) {
+        return sm90::TileChoice{sm90::TileConfig::kSplit, split_rows()};
+      }
+      return std::nullopt;
     default:
       return std::nullopt;
   }
 }
 
-sm90::TileConfig pick_tile_config(const Geometry& geo) {
-  if (const auto forced = forced_tile_config()) {
+sm90::TileChoice pick_tile_choice(const Geometry& geo) {
+  if (const auto forced = forced_tile_choice(geo)) {
     return *forced;
   }
   const int64_t rows_per_group = geo.grouped == GroupedDim::kRows
       ? geo.extent / std::max<int64_t>(1, geo.num_groups)
       : geo.m;
   if (rows_per_group <= kSmallTileMaxRows) {
-    return sm90::TileConfig::kSmall;
+    return {sm90::TileConfig::kSmall};
   }
-  return rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
-                                              : sm90::TileConfig::kLarge;
+  return {rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
+                                               : sm90::TileConfig::kLarge};
 }
 
 template <typename In, typename Out>
 const char* run_for_majors(const LaunchArgs& args, const sm90::LeadingDims& ld,
-                           Major a, Major b, sm90::TileConfig config) {
+                           Major a, Major b, sm90::TileChoice config) {
   if constexpr (std::is_same_v<In, float>) {
     return sm90::run_sm90<float, float, true, false>(args, ld, config);
   } else {
@@ -83,7 +108,7 @@ const char* run_for_majors(const LaunchArgs& args, const sm90::LeadingDims& ld,
 }
 
 const char* run_for_dtypes(const LaunchArgs& args, const sm90::LeadingDims& ld,
-                           Major a, Major b, sm90::TileConfig config) {
+                           Major a, Major b, sm90::TileChoice config) {
   const bool out_fp32 = args.out.scalar_type() == kFloat;
   switch (args.a.scalar_type()) {
     case kBFloat16:
@@ -134,7 +159,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
   const char* error = run_for_dtypes(
-      args, ld, ops.a_major, ops.b_major, pick_tile_config(args.geo));
+      args, ld, ops.a_major, ops.b_major, pick_tile_choice(args.geo));
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   launch_finish_groups(args);
   return true;
