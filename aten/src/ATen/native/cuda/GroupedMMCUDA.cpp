@@ -135,15 +135,18 @@ Tensor grouped_mm_cuda(
       : Tensor();
   args.geo = make_geometry(p, self, mat2, out);
 
-  grouped_mm::launch_zero_tail(args);
   if (args.geo.num_groups == 0) {
-    // No groups: the tail kernel zeroed every row. CUTLASS's grouped
+    // No groups: the tail kernel zeroes every row. CUTLASS's grouped
     // scheduler reads problem 0 unconditionally, so it must not launch.
+    grouped_mm::launch_zero_tail(args);
     return out;
   }
+  // The tensor-core paths' argument-filling kernel also zeroes the output
+  // past the last group.
   if (!grouped_mm::try_launch_sm90_grouped_mm(args) &&
       !grouped_mm::try_launch_sm80_grouped_mm(args)) {
     // The generic kernel also writes k = 0 groups and the bias itself.
+    grouped_mm::launch_zero_tail(args);
     grouped_mm::launch_generic_grouped_mm(args);
   }
   return out;

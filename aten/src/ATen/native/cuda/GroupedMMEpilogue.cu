@@ -2,6 +2,7 @@
 // past offs[-1], zeros (plus bias) for k = 0 groups, and the per-group bias.
 // Each grid stays within the SM-carveout limit, like the GEMMs.
 
+#include <ATen/native/cuda/GroupedMMFillArguments.cuh>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
 #include <ATen/Dispatch.h>
@@ -20,16 +21,7 @@ constexpr int kFinishThreads = 1024;
 
 template <typename Out, typename OffsT>
 __global__ void zero_tail_kernel(Geometry geo, Out* d, const OffsT* offs) {
-  const int64_t end = clamped_total(offs, geo.num_groups, geo.extent);
-  const int64_t tail = geo.extent - end;
-  const bool rows = geo.grouped == GroupedDim::kRows;
-  const int64_t count = rows ? tail * geo.n : geo.m * tail;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = rows ? end + i / geo.n : i / tail;
-    const int64_t c = rows ? i % geo.n : end + i % tail;
-    d[r * geo.d.row + c * geo.d.col] = Out(0);
-  }
+  zero_past_last_group(geo, d, offs);
 }
 
 // 16 bytes of output, the widest store a thread can issue.
