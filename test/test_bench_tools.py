@@ -14,9 +14,11 @@ import dataclasses
 import io
 import json
 import math
+import os
 import sys
 import tempfile
 import unittest.mock
+from typing import Optional
 from pathlib import Path
 
 import torch
@@ -93,6 +95,20 @@ class TestBenchArgs(TestCase):
         self.assertEqual(bench._ours_label([]), "ours")
         self.assertTrue(_parse_fails(["--backend-env", "NOVALUE"]))
         self.assertTrue(_parse_fails(["--backend-env", "=x"]))
+
+    def test_variants(self) -> None:
+        args = bench._parse_args([
+            "--variant", "medium:OVERLAP_OPS_SM90_TILE=medium",
+            "--variant", "split:OVERLAP_OPS_SM90_TILE=split,"
+            "OVERLAP_OPS_SM90_SPLIT_ROWS=256"])
+        self.assertEqual(args.variant, [
+            ("medium", {"OVERLAP_OPS_SM90_TILE": "medium"}),
+            ("split", {"OVERLAP_OPS_SM90_TILE": "split",
+                       "OVERLAP_OPS_SM90_SPLIT_ROWS": "256"})])
+        self.assertEqual(list(bench._callables(False, args.variant)),
+                         ["ours", "stock", "ours@medium", "ours@split"])
+        for bad in ("nolabel", "x:", "x:NOVALUE", "a b:X=1"):
+            self.assertTrue(_parse_fails(["--variant", bad]), bad)
 
     def test_render_writes_next_to_its_json_by_default(self) -> None:
         self.assertEqual(bench._parse_args(["--render", "/r"]).out, "/r")
@@ -499,6 +515,46 @@ class TestBenchLoop(TestCase):
             self.assertEqual((out / report.PNG_NAME).exists(),
                              report.have_matplotlib())
 
+    def test_loop_with_a_variant_reports_it_against_stock(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            suite = Path(tmp) / "suite.json"
+            suite.write_text(json.dumps({
+                "about": "tiny", "dists": {"balanced": ""},
+                "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8,
+                           "E": 4}]}))
+            out = Path(tmp) / "out"
+            # ours 20 us, ours@half 10 us, stock 16 us (per the fake timer)
+            us = {"ours": 20.0, "ours@half": 10.0, "stock": 16.0}
+            column = iter(["ours", "stock", "ours@half"])
+            with unittest.mock.patch.object(
+                    torch.cuda, "is_available", return_value=True), \
+                    unittest.mock.patch.object(
+                        bench, "_machine",
+                        return_value=dict(TestBenchLoop._MACHINE)), \
+                    unittest.mock.patch.object(
+                        bench, "_time_us",
+                        side_effect=lambda fns, timer: us[next(column)]), \
+                    unittest.mock.patch.object(
+                        bench, "_context_alive", return_value=True), \
+                    contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                status = bench.main([
+                    "--shapes", str(suite), "--out", str(out), "--dtypes",
+                    "bf16", "--rounds", "1",
+                    "--variant", "half:OVERLAP_OPS_SM90_TILE=medium"])
+            self.assertEqual(status, 0)
+            results = json.loads((out / bench.JSON_NAME).read_text())
+            self.assertEqual(results["variants"],
+                             {"ours@half": {"OVERLAP_OPS_SM90_TILE": "medium"}})
+            row = results["rows"][0]
+            self.assertEqual(row["ours@half_check"], "pass")
+            self.assertEqual(row["ours@half_us"], 10.0)
+            md = (out / report.MD_NAME).read_text()
+            self.assertIn("- ours@half: `OVERLAP_OPS_SM90_TILE=medium`", md)
+            self.assertIn("| tiny | balanced | 16.0 | 20.0 | 10.0 | 1.25 | "
+                          "0.62 | ours@half |", md)
+            self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)
+
 
     def test_row_failure_marks_columns_na(self) -> None:
         spec = bench.RowSpec(cases.Case("t", 40, 16, 8, 4), "balanced",
@@ -562,6 +618,28 @@ class TestInterleavedRounds(TestCase):
         self.assertIsNone(results["ours"]["ours_us"])
         self.assertEqual(results["ours"]["ours_error"], "RuntimeError: boom")
         self.assertEqual(results["stock"]["stock_us"], 4.0)
+
+    def test_a_variant_column_times_under_its_environment(self) -> None:
+        name = "OVERLAP_OPS_TEST_VARIANT_ENV"
+        os.environ.pop(name, None)
+        seen: dict[str, Optional[str]] = {}
+
+        def fake_time(fns, timer):
+            column = fns[0]()
+            seen[column] = os.environ.get(name)
+            return 1.0
+
+        fns = bench._callables(False, [("v", {name: "on"})])
+        calls = {"ours": [lambda: "ours"], "ours@v": [lambda: "ours@v"]}
+        results = {"ours": {"ours_us": None}, "ours@v": {"ours@v_us": None}}
+        with unittest.mock.patch.object(bench, "_time_us",
+                                        side_effect=fake_time):
+            bench._time_columns(calls, results,
+                                bench.Timer(25.0, 90.0, 20, 2000, rounds=1),
+                                fns)
+        self.assertEqual(seen, {"ours": None, "ours@v": "on"})
+        self.assertNotIn(name, os.environ)  # restored
+        self.assertEqual(results["ours@v"]["ours@v_us"], 1.0)
 
     def test_rounds_must_be_positive(self) -> None:
         with contextlib.redirect_stderr(io.StringIO()):

@@ -30,6 +30,7 @@ summary table is printed last on stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -38,7 +39,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -132,6 +133,19 @@ def _env_pair(text: str) -> tuple[str, str]:
     return name, value
 
 
+def _variant(text: str) -> tuple[str, dict[str, str]]:
+    """argparse type: LABEL:NAME=VALUE[,NAME=VALUE...], a column of ours
+    run with that environment (e.g. medium:OVERLAP_OPS_SM90_TILE=medium)."""
+    label, sep, rest = text.partition(":")
+    if not sep or not label.replace("_", "").replace("-", "").isalnum():
+        raise argparse.ArgumentTypeError(
+            f"expected LABEL:NAME=VALUE[,NAME=VALUE], got {text!r}")
+    pairs = [_env_pair(item) for item in rest.split(",") if item]
+    if not pairs:
+        raise argparse.ArgumentTypeError(f"no NAME=VALUE in {text!r}")
+    return label, dict(pairs)
+
+
 def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Command-line options (see the module docstring)."""
     parser = argparse.ArgumentParser(
@@ -164,6 +178,12 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         default=[], metavar="NAME=VALUE",
                         help="set for ours before overlap_ops loads; "
                         "labels the column (repeatable)")
+    parser.add_argument("--variant", type=_variant, action="append",
+                        default=[], metavar="LABEL:NAME=VALUE",
+                        help="an extra column ours@LABEL, ours with this "
+                        "environment (read per call by the CUDA backend), "
+                        "timed in the same interleaved rounds: a same-run "
+                        "A/B of tile configs (repeatable)")
     parser.add_argument("--out", default=None,
                         help="output folder (default results/tmp; with "
                         "--render, the folder rendered)")
@@ -388,13 +408,49 @@ def _inductor_fn() -> Callable[..., torch.Tensor]:
                          dynamic=False)
 
 
-def _callables(inductor: bool) -> dict[str, Callable[..., torch.Tensor]]:
+def _ours(a: torch.Tensor, b: torch.Tensor,
+          offs: torch.Tensor) -> torch.Tensor:
+    return torch.ops.overlap_ops.grouped_mm(a, b, offs, None, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvColumn:
+    """ours under extra environment variables, set around a whole check
+    or timing round (not per call, so the host cost stays out)."""
+
+    env: dict[str, str]
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor,
+                 offs: torch.Tensor) -> torch.Tensor:
+        return _ours(a, b, offs)
+
+
+@contextlib.contextmanager
+def _column_env(fn: Any) -> Iterator[None]:
+    """Sets an EnvColumn's variables for the block, then restores them."""
+    env = getattr(fn, "env", {})
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _callables(inductor: bool,
+               variants: Sequence[tuple[str, dict[str, str]]] = ()
+               ) -> dict[str, Callable[..., torch.Tensor]]:
     """Column name -> function(a, b, offs), fresh for one row."""
     fns: dict[str, Callable[..., torch.Tensor]] = {
-        "ours": lambda a, b, offs: torch.ops.overlap_ops.grouped_mm(
-            a, b, offs, None, None),
+        "ours": _ours,
         "stock": lambda a, b, offs: torch._grouped_mm(a, b, offs=offs),
     }
+    for label, env in variants:
+        fns[f"ours@{label}"] = EnvColumn(env)
     if inductor:
         fns["inductor"] = _inductor_fn()
     return fns
@@ -411,7 +467,8 @@ def _check_column(name: str, fn: Callable[..., torch.Tensor],
     raises: an unsupported dtype or layout becomes "n/a".
     """
     try:
-        out = fn(a, b, offs)
+        with _column_env(fn):
+            out = fn(a, b, offs)
         if out.is_cuda:
             torch.cuda.synchronize()
         err = _group_error(spec, out, ref, sizes)
@@ -443,19 +500,23 @@ def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],
 
 
 def _time_columns(calls: dict[str, list[Callable[[], Any]]],
-                  results: dict[str, dict[str, Any]], timer: Timer) -> None:
+                  results: dict[str, dict[str, Any]], timer: Timer,
+                  fns: Optional[dict[str, Callable[..., torch.Tensor]]]
+                  = None) -> None:
     """Times the columns in ``timer.rounds`` interleaved rounds; each
-    column's time is its median round (``{name}_rounds_us`` keeps all)."""
+    column's time is its median round (``{name}_rounds_us`` keeps all).
+    ``fns`` (column name -> function) gives each column's environment."""
     per_round = dataclasses.replace(
         timer, rep_ms=timer.rep_ms / timer.rounds,
         min_runs=max(1, math.ceil(timer.min_runs / timer.rounds)))
     rounds: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(timer.rounds):
-        for name, fns in calls.items():
-            if not fns:
+        for name, column_calls in calls.items():
+            if not column_calls:
                 continue
             try:
-                rounds[name].append(_time_us(fns, per_round))
+                with _column_env((fns or {}).get(name)):
+                    rounds[name].append(_time_us(column_calls, per_round))
             except Exception as error:  # noqa: BLE001  (recorded as n/a)
                 results[name][f"{name}_error"] = _first_line(error)
                 calls[name] = []
@@ -518,7 +579,7 @@ def _run_columns(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
     for name, fn in fns.items():
         results[name], calls[name] = _check_and_prepare(
             name, fn, spec, sets, offs, sizes, ref)
-    _time_columns(calls, results, timer)
+    _time_columns(calls, results, timer, fns)
     merged: dict[str, Any] = {}
     for result in results.values():
         merged.update(result)
@@ -621,6 +682,7 @@ def _bench(args: argparse.Namespace) -> int:
         "dists": suite.dists,
         "ours_label": _ours_label(args.backend_env),
         "backend_env": dict(args.backend_env),
+        "variants": {f"ours@{label}": env for label, env in args.variant},
         "timer": (f"median of {timer.rounds} interleaved rounds (ours, "
                   "stock, ... per round); each round the median of "
                   f"per-call CUDA events, >= {timer.min_runs} runs / "
@@ -636,7 +698,8 @@ def _bench(args: argparse.Namespace) -> int:
     for i, spec in enumerate(plan, 1):
         _progress(f"[{i}/{len(plan)}] {spec.case.name} {spec.dist} "
                   f"{spec.label} {spec.pass_name} ...")
-        row = _run_row(spec, _callables(args.inductor), results, timer,
+        row = _run_row(spec, _callables(args.inductor, args.variant),
+                       results, timer,
                        args.seed + i)
         results["rows"].append(row)
         results["group_sizes"][f"{spec.case.name}/{spec.dist}"] = \
@@ -654,8 +717,10 @@ def _bench(args: argparse.Namespace) -> int:
     _write_json(results, out_dir)
     if len(report.render(results, out_dir)) < 2:
         _progress("no matplotlib here: PNG skipped (draw it with --render)")
-    failed = [f"{r['case']} {r['dist']} {r['dtype']} {r['pass']}"
-              for r in results["rows"] if r.get("ours_check") == "fail"]
+    ours_columns = ("ours",) + report.variant_columns(results["rows"])
+    failed = [f"{r['case']} {r['dist']} {r['dtype']} {r['pass']} {column}"
+              for r in results["rows"] for column in ours_columns
+              if r.get(f"{column}_check") == "fail"]
     if failed:
         _progress(f"ours failed the check on {len(failed)} row(s): "
                   + "; ".join(failed))

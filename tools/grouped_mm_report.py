@@ -74,11 +74,54 @@ def summarize(rows: list[dict[str, Any]]) -> list[Summary]:
         means = {n: geomean(ratio(r, n) for r in mine) for n in RATIOS}
         worst = {n: _worst(mine, n) for n in RATIOS}
         failures = [f"{r['case']} {r['dist']} {col}"
-                    for r in mine for col in COLUMNS
+                    for r in mine for col in COLUMNS + variant_columns(mine)
                     if r.get(f"{col}_check") == "fail"]
         out.append(Summary(dtype, pass_name, len(mine), means, worst,
                            failures))
     return out
+
+
+def variant_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Columns of ours under other settings (``--variant``), in order."""
+    names: list[str] = []
+    for row in rows:
+        for key in row:
+            if key.startswith("ours@") and key.endswith("_check"):
+                name = key[:-len("_check")]
+                if name not in names:
+                    names.append(name)
+    return tuple(names)
+
+
+def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Same-run A/B of ours' settings: each column's time over stock, and
+    the geometric mean and the count of rows > 3% slower than stock."""
+    columns = ("ours",) + variant_columns(rows)
+
+    def over_stock(row: dict[str, Any], column: str) -> Optional[float]:
+        num, den = row.get(f"{column}_us"), row.get("stock_us")
+        return None if num is None or not den else float(num) / float(den)
+
+    head = (["case", "dist", "stock us"] + [f"{c} us" for c in columns]
+            + [f"{c}/stock" for c in columns] + ["best"])
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 3)
+                            + ["---"]) + "|"]
+    for r in rows:
+        times = {c: r.get(f"{c}_us") for c in columns}
+        timed = {c: t for c, t in times.items() if t is not None}
+        best = min(timed, key=timed.get) if timed else "n/a"
+        lines.append("| " + " | ".join(
+            [r["case"], r["dist"], _fmt(r.get("stock_us"), 1)]
+            + [_fmt(times[c], 1) for c in columns]
+            + [_fmt(over_stock(r, c)) for c in columns] + [best]) + " |")
+    means = [_fmt(geomean(over_stock(r, c) for r in rows)) for c in columns]
+    slow = [str(sum(1 for r in rows if (over_stock(r, c) or 0) > 1.03))
+            for c in columns]
+    pad = [""] * (len(columns) + 2)
+    for label, cells in (("geomean", means), ("rows > 1.03", slow)):
+        lines.append("| " + " | ".join([label] + pad + cells + [""]) + " |")
+    return lines
 
 
 def _worst(rows: list[dict[str, Any]], name: str) -> Optional[dict[str, Any]]:
@@ -234,6 +277,17 @@ def markdown(results: dict[str, Any]) -> str:
         mine = [r for r in rows
                 if r["dtype"] == dtype and r["pass"] == pass_name]
         lines += [f"## {dtype} {pass_name}", ""] + _table(results, mine) + [""]
+    if variant_columns(rows):
+        lines += ["## Same-run variants of ours (time / stock)", ""]
+        for name, env in (results.get("variants") or {}).items():
+            settings = " ".join(f"{k}={v}" for k, v in env.items())
+            lines.append(f"- {name}: `{settings}`")
+        lines.append("")
+        for dtype, pass_name in groups(rows):
+            mine = [r for r in rows
+                    if r["dtype"] == dtype and r["pass"] == pass_name]
+            lines += [f"### {dtype} {pass_name}", ""]
+            lines += _variant_table(mine) + [""]
     lines += ["## Summary (geometric means, worst case)", ""]
     lines += _summary_lines(results, summaries) + [""]
     lines += _worst_lines(summaries)
