@@ -100,11 +100,11 @@ class TestBenchArgs(TestCase):
         args = bench._parse_args([
             "--variant", "medium:OVERLAP_OPS_SM90_TILE=medium",
             "--variant", "split:OVERLAP_OPS_SM90_TILE=split,"
-            "OVERLAP_OPS_SM90_SPLIT_ROWS=256"])
+            "OVERLAP_OPS_SM90_SPLIT_ODD_TILES=5"])
         self.assertEqual(args.variant, [
             ("medium", {"OVERLAP_OPS_SM90_TILE": "medium"}),
             ("split", {"OVERLAP_OPS_SM90_TILE": "split",
-                       "OVERLAP_OPS_SM90_SPLIT_ROWS": "256"})])
+                       "OVERLAP_OPS_SM90_SPLIT_ODD_TILES": "5"})])
         self.assertEqual(list(bench._callables(False, args.variant)),
                          ["ours", "stock", "ours@medium", "ours@split"])
         for bad in ("nolabel", "x:", "x:NOVALUE", "a b:X=1"):
