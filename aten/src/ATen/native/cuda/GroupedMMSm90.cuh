@@ -135,7 +135,7 @@ struct Sm90ArgumentWriter {
   typename G::ElementOut* d;
   LeadingDims ld;
   DeviceArguments<G> out;
-  int64_t split_rows = 0;  // with out.large_shapes
+  int64_t min_odd_tiles = 0;  // with out.large_shapes
 
   __device__ void operator()(int64_t g, const Group& p) const {
     const int m = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
@@ -144,7 +144,7 @@ struct Sm90ArgumentWriter {
     if (out.large_shapes == nullptr) {
       out.shapes[g] = cute::make_shape(m, n, k);
     } else {
-      const bool large = m > split_rows;
+      const bool large = prefers_large_tile(m, min_odd_tiles);
       out.shapes[g] = cute::make_shape(large ? 0 : m, n, k);
       out.large_shapes[g] = cute::make_shape(large ? m : 0, n, k);
     }
@@ -242,11 +242,11 @@ const char* launch_gemm(
 }
 
 // Fills the per-group arguments from the offsets, then launches G (or, with
-// GLarge, G for the groups of at most split_rows rows and GLarge for the
-// rest: both read the same pointers and strides).
+// GLarge, G for the groups prefers_large_tile leaves to it and GLarge for
+// the rest: both read the same pointers and strides).
 template <typename G, typename GLarge = void>
 const char* run_grouped_gemm(
-    const LaunchArgs& args, const LeadingDims& ld, int64_t split_rows = 0) {
+    const LaunchArgs& args, const LeadingDims& ld, int64_t min_odd_tiles = 0) {
   using ElementIn = typename G::ElementIn;
   using ElementOut = typename G::ElementOut;
   constexpr bool kSplit = !std::is_void_v<GLarge>;
@@ -256,7 +256,7 @@ const char* run_grouped_gemm(
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, split_rows};
+  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, min_odd_tiles};
   if (!launch_fill_group_arguments(args, writer)) {
     return "launching the argument-filling kernel failed";
   }
@@ -291,7 +291,7 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
     case TileConfig::kMedium:
       return run_grouped_gemm<Medium>(args, ld);
     case TileConfig::kSplit:
-      return run_grouped_gemm<Medium, Large>(args, ld, choice.split_rows);
+      return run_grouped_gemm<Medium, Large>(args, ld, choice.min_odd_tiles);
     default:
       return run_grouped_gemm<Large>(args, ld);
   }

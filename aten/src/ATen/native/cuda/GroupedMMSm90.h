@@ -21,17 +21,35 @@ struct LeadingDims {
 // kMedium: 128x128 pingpong tiles, no cluster: one M tile per group of up to
 // 128 rows, so its weights are streamed once without an idle cluster CTA.
 // kSmall: 64x128 pingpong tiles (decode-sized groups).
-// kSplit (row-grouped calls only): both of the above in one call. The fill
-// kernel, which reads every group size, gives each group of at most
-// split_rows rows to the medium kernel and every larger group to the large
-// kernel (the other kernel sees it as an m = 0 problem); two launches. The
-// best config depends on the group-size distribution (results/NOTES.md,
-// tile A/B), which the host cannot see without a sync.
+// kSplit (row-grouped calls only): medium and large in one call. The fill
+// kernel, which reads every group size, gives each group to one of the two
+// kernels (the other sees it as an m = 0 problem); two launches. A group
+// goes to the large kernel when prefers_large_tile says so: the large
+// kernel's 2-CTA clusters pad a group to an even number of 128-row tiles,
+// so a group with an odd count t pays a whole idle tile, 1/t of its work
+// (gpt_oss_120b_w13 sparse, 341-row groups: large 1.18x medium, results/
+// NOTES.md). The best config depends on the group sizes, which the host
+// cannot see without a sync.
 enum class TileConfig { kLarge, kMedium, kSmall, kSplit };
+
+// Row tiles of the large config per cluster (ClusterShape along M).
+constexpr int64_t kLargeClusterRowTiles = 2;
+constexpr int64_t kRowTile = 128;
+
+// True when a group of m rows should run on the large kernel of a kSplit
+// call: its 128-row tile count is even (no padding), or at least
+// min_odd_tiles, where the padded tile costs less than the large tile's
+// better efficiency gains back.
+__host__ __device__ constexpr bool prefers_large_tile(
+    int64_t m, int64_t min_odd_tiles) {
+  const int64_t tiles = (m + kRowTile - 1) / kRowTile;
+  return tiles > 0 &&
+      (tiles % kLargeClusterRowTiles == 0 || tiles >= min_odd_tiles);
+}
 
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;
-  int64_t split_rows = 0;  // kSplit only
+  int64_t min_odd_tiles = 0;  // kSplit only: see prefers_large_tile
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -16,13 +16,19 @@ namespace at::native::grouped_mm {
 namespace {
 
 constexpr int64_t kTmaAlignBytes = 16;
-// Tile config by mean rows per group, the only size the host knows without a
-// sync (results/NOTES.md, v4). Up to 32: 64-row tiles (decode). Up to 128:
-// 128-row pingpong tiles without a cluster, so groups somewhat larger than
-// the mean still stream their weights once. Beyond: 128x256 tiles with
-// 2-CTA clusters (medium tiles lost up to 16% there on skewed/sparse rows).
+// Tile config from host-known sizes (results/NOTES.md, v5). Mean rows per
+// group up to 32: 64-row tiles (decode). Row-grouped calls beyond: medium
+// and large kernels in one call, each group placed on the device by its
+// size (TileConfig::kSplit): the large tile is faster on big groups
+// (mixtral: medium up to 1.4x slower), the medium tile on groups whose odd
+// tile count the large kernel's cluster would pad (gpt_oss sparse, grin
+// balanced). Other layouts, whose groups share one row count: medium up to
+// 128 rows, large beyond.
 constexpr int64_t kSmallTileMaxRows = 32;
 constexpr int64_t kMediumTileMaxRows = 128;
+// Odd 128-row tile counts from which a group still takes the large tile
+// (padding then costs at most 1/8 of its work).
+constexpr int64_t kDefaultMinOddTilesForLarge = 8;
 
 // TF32 WGMMA reads K-major operands only (A row-major, B column-major);
 // otherwise the shared rules (GroupedMMOperandLayout.h) apply.
@@ -38,26 +44,30 @@ std::optional<Major> sm90_b_major(GroupedDim grouped, bool tf32) {
   return tf32 ? std::optional(Major::kCol) : required_b_major(grouped);
 }
 
-// OVERLAP_OPS_SM90_TILE=large|medium|small|split pins the tile config for
-// tuning runs (tools/gpu_session.sh benchtiles); unset or auto uses the
-// heuristic. split applies to row-grouped calls only (others keep the
-// heuristic); OVERLAP_OPS_SM90_SPLIT_ROWS sets its threshold.
-constexpr int64_t kDefaultSplitRows = 384;
-
-int64_t split_rows() {
-  const char* text = std::getenv("OVERLAP_OPS_SM90_SPLIT_ROWS");
+// OVERLAP_OPS_SM90_SPLIT_ODD_TILES overrides kDefaultMinOddTilesForLarge
+// for tuning runs.
+int64_t min_odd_tiles_for_large() {
+  const char* text = std::getenv("OVERLAP_OPS_SM90_SPLIT_ODD_TILES");
   if (text == nullptr || *text == '\0') {
-    return kDefaultSplitRows;
+    return kDefaultMinOddTilesForLarge;
   }
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);
   TORCH_CHECK(
-      *end == '\0' && value >= 0,
-      "OVERLAP_OPS_SM90_SPLIT_ROWS must be a row count >= 0, got '", text,
-      "'");
+      *end == '\0' && value >= 1,
+      "OVERLAP_OPS_SM90_SPLIT_ODD_TILES must be a tile count >= 1, got '",
+      text, "'");
   return value;
 }
 
+sm90::TileChoice split_choice() {
+  return {sm90::TileConfig::kSplit, min_odd_tiles_for_large()};
+}
+
+// OVERLAP_OPS_SM90_TILE=large|medium|small|split pins the tile config for
+// tuning runs (tools/gpu_session.sh benchtiles); unset or auto uses the
+// heuristic. split applies to row-grouped calls only (others keep the
+// heuristic).
 std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
   switch (env_choice(
       "OVERLAP_OPS_SM90_TILE", {"small", "medium", "large", "split"})) {
@@ -69,7 +79,7 @@ std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
       return sm90::TileChoice{sm90::TileConfig::kLarge};
     case 4:
       if (geo.grouped == GroupedDim::kRows) {
-        return sm90::TileChoice{sm90::TileConfig::kSplit, split_rows()};
+        return split_choice();
       }
       return std::nullopt;
     default:
@@ -81,11 +91,15 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo) {
   if (const auto forced = forced_tile_choice(geo)) {
     return *forced;
   }
-  const int64_t rows_per_group = geo.grouped == GroupedDim::kRows
+  const bool row_grouped = geo.grouped == GroupedDim::kRows;
+  const int64_t rows_per_group = row_grouped
       ? geo.extent / std::max<int64_t>(1, geo.num_groups)
       : geo.m;
   if (rows_per_group <= kSmallTileMaxRows) {
     return {sm90::TileConfig::kSmall};
+  }
+  if (row_grouped) {
+    return split_choice();
   }
   return {rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
                                                : sm90::TileConfig::kLarge};
