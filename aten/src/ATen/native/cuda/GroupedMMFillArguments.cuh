@@ -46,10 +46,13 @@ __device__ __forceinline__ void zero_past_last_group(
 
 // Also zeros the output past the last group (`tail`, the output viewed as
 // units of its element size), which saves the separate tail kernel's launch
-// on the tensor-core paths.
+// on the tensor-core paths. Writer::prepare runs first in every block, with
+// every thread, so a writer may place groups by a view of the whole call.
 template <typename OffsT, typename Writer, typename Unit>
 __global__ void fill_group_arguments(
-    Geometry geo, const OffsT* offs, Writer write, Unit* tail) {
+    Geometry geo, const OffsT* offs, Writer writer, Unit* tail) {
+  Writer write = writer;
+  write.prepare(geo, offs);
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        g < geo.num_groups; g += step) {

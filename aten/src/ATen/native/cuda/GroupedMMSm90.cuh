@@ -51,6 +51,15 @@ struct MediumTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
+// The split's placement (prefers_large_tile, Sm90ArgumentWriter::prepare)
+// counts tiles with these sizes.
+static_assert(cute::size<0>(LargeTileConfig::TileShape{}) == kRowTile &&
+              cute::size<1>(LargeTileConfig::TileShape{}) == kLargeTileCols &&
+              cute::size<0>(LargeTileConfig::ClusterShape{}) ==
+                  kLargeClusterRowTiles);
+static_assert(cute::size<0>(MediumTileConfig::TileShape{}) == kRowTile &&
+              cute::size<1>(MediumTileConfig::TileShape{}) == kMediumTileCols);
+
 struct SmallTileConfig {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
@@ -135,7 +144,53 @@ struct Sm90ArgumentWriter {
   typename G::ElementOut* d;
   LeadingDims ld;
   DeviceArguments<G> out;
-  int64_t min_odd_tiles = 0;  // with out.large_shapes
+  // kSplit only (out.large_shapes set):
+  int64_t min_odd_tiles = 0;  // see prefers_large_tile
+  int64_t sm_limit = 0;       // the persistent grids' CTA count
+  // Set by prepare(): every group on one kernel.
+  bool all_medium = false;
+  bool all_large = false;
+
+  // kSplit: counts each kernel's CTAs over all groups (every block does the
+  // same sum). A kernel left with less than one wave would run alone on part
+  // of the GPU, serialised with the other (grin_moe skewed: 50 large CTAs
+  // beside the medium kernel, 1.08x medium alone), so its groups go to the
+  // other kernel. Block-wide: every thread of the block calls it.
+  template <typename OffsT>
+  __device__ void prepare(const Geometry& geo, const OffsT* offs) {
+    if (out.large_shapes == nullptr) {
+      return;
+    }
+    __shared__ unsigned long long block_ctas[2];  // medium, large
+    if (threadIdx.x == 0) {
+      block_ctas[0] = block_ctas[1] = 0;
+    }
+    __syncthreads();
+    unsigned long long medium = 0;
+    unsigned long long large = 0;
+    for (int64_t g = threadIdx.x; g < geo.num_groups; g += blockDim.x) {
+      const Group p = group_problem(geo, offs, g);
+      if (skipped_by_gemm(p)) {
+        continue;
+      }
+      const int64_t tiles = (p.m + kRowTile - 1) / kRowTile;
+      if (prefers_large_tile(p.m, min_odd_tiles)) {
+        const int64_t clusters = (tiles + kLargeClusterRowTiles - 1) /
+            kLargeClusterRowTiles;
+        large += clusters * kLargeClusterRowTiles *
+            ((p.n + kLargeTileCols - 1) / kLargeTileCols);
+      } else {
+        medium += tiles * ((p.n + kMediumTileCols - 1) / kMediumTileCols);
+      }
+    }
+    atomicAdd(&block_ctas[0], medium);
+    atomicAdd(&block_ctas[1], large);
+    __syncthreads();
+    const auto wave = static_cast<unsigned long long>(sm_limit);
+    const bool both = block_ctas[0] > 0 && block_ctas[1] > 0;
+    all_medium = both && block_ctas[1] < wave;
+    all_large = both && !all_medium && block_ctas[0] < wave;
+  }
 
   __device__ void operator()(int64_t g, const Group& p) const {
     const int m = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
@@ -144,7 +199,8 @@ struct Sm90ArgumentWriter {
     if (out.large_shapes == nullptr) {
       out.shapes[g] = cute::make_shape(m, n, k);
     } else {
-      const bool large = prefers_large_tile(m, min_odd_tiles);
+      const bool large = all_large ||
+          (!all_medium && prefers_large_tile(m, min_odd_tiles));
       out.shapes[g] = cute::make_shape(large ? 0 : m, n, k);
       out.large_shapes[g] = cute::make_shape(large ? m : 0, n, k);
     }
@@ -256,7 +312,8 @@ const char* run_grouped_gemm(
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, min_odd_tiles};
+  const Sm90ArgumentWriter<G> writer{
+      a, b, d, ld, dev, min_odd_tiles, args.sm_limit};
   if (!launch_fill_group_arguments(args, writer)) {
     return "launching the argument-filling kernel failed";
   }

@@ -28,13 +28,17 @@ struct LeadingDims {
 // kernel's 2-CTA clusters pad a group to an even number of 128-row tiles,
 // so a group with an odd count t pays a whole idle tile, 1/t of its work
 // (gpt_oss_120b_w13 sparse, 341-row groups: large 1.18x medium, results/
-// NOTES.md). The best config depends on the group sizes, which the host
-// cannot see without a sync.
+// NOTES.md). If either kernel would get less than one wave of CTAs, all
+// groups go to the other (Sm90ArgumentWriter::prepare). The best config
+// depends on the group sizes, which the host cannot see without a sync.
 enum class TileConfig { kLarge, kMedium, kSmall, kSplit };
 
-// Row tiles of the large config per cluster (ClusterShape along M).
-constexpr int64_t kLargeClusterRowTiles = 2;
+// Tile sizes of the two split kernels (GroupedMMSm90.cuh): both 128 rows;
+// the large kernel's tiles are 256 columns wide, in clusters of two along M.
 constexpr int64_t kRowTile = 128;
+constexpr int64_t kMediumTileCols = 128;
+constexpr int64_t kLargeTileCols = 256;
+constexpr int64_t kLargeClusterRowTiles = 2;
 
 // True when a group of m rows should run on the large kernel of a kSplit
 // call: its 128-row tile count is even (no padding), or at least
