@@ -418,6 +418,68 @@ class TestKernelNameFragments(TestCase):
                                  f"{family} fragment {fragment!r} vs {other}")
 
 
+class TestSm90SplitPlacement(TestCase):
+    """Which Hopper kernel runs each group of a split call
+    (GroupedMMTilePlacement.h, applied on the device by the filling
+    kernel), checked on the CPU through a private op. Group sizes are the
+    suite's (bench/moe_shapes.json) where the H200 A/B decided the rule."""
+
+    _H200_SMS = 132
+
+    def place(self, rows, n, sm_limit=_H200_SMS, min_odd_tiles=None):
+        return torch.ops.overlap_ops._sm90_split_placement(
+            rows, n, sm_limit, min_odd_tiles)
+
+    @needs_extension
+    def test_even_tile_counts_take_the_large_tile(self):
+        # grin_moe sparse: 170 rows = 2 tiles, no cluster padding.
+        self.assertEqual(self.place([170] * 6 + [0, 0], 6400),
+                         ["large"] * 6 + ["none"] * 2)
+        # gpt_oss_120b_w13 balanced: 256 rows.
+        self.assertEqual(set(self.place([256] * 128, 5760)), {"large"})
+
+    @needs_extension
+    def test_small_odd_tile_counts_take_the_medium_tile(self):
+        # gpt_oss_120b_w13 sparse: 341 rows = 3 tiles, padded to 4 by the
+        # large kernel's cluster.
+        self.assertEqual(set(self.place([341] * 96, 5760)), {"medium"})
+        # grin_moe balanced: 128 rows = 1 tile.
+        self.assertEqual(set(self.place([128] * 8, 6400)), {"medium"})
+
+    @needs_extension
+    def test_large_odd_tile_counts_take_the_large_tile(self):
+        # 7 tiles stay medium, 9 go large (default threshold 8), each with
+        # more than a wave of CTAs of both kinds beside it.
+        rows = [7 * 128] * 20 + [9 * 128] * 20
+        self.assertEqual(self.place(rows, 4096),
+                         ["medium"] * 20 + ["large"] * 20)
+        self.assertEqual(self.place(rows, 4096, min_odd_tiles=11),
+                         ["medium"] * 40)
+
+    @needs_extension
+    def test_a_kernel_with_less_than_a_wave_gives_its_groups_away(self):
+        # grin_moe skewed: only the 171-row group prefers large; 25
+        # clusters = 50 CTAs < 132, so every group runs on medium.
+        rows = [2, 15, 33, 93, 122, 171, 269, 319]
+        self.assertEqual(set(self.place(rows, 6400)), {"medium"})
+        # With a carveout leaving 48 SMs, 50 CTAs are a wave: by size.
+        self.assertEqual(self.place(rows, 6400, sm_limit=48),
+                         ["medium"] * 5 + ["large", "medium", "medium"])
+        # mixtral skewed-like: one 74-row group (1 tile x 112 columns = 112
+        # medium CTAs < 132) beside large groups joins them.
+        self.assertEqual(set(self.place([74, 4096, 8192], 14336)),
+                         {"large"})
+
+    @needs_extension
+    def test_bad_arguments_name_themselves(self):
+        with self.assertRaisesRegex(RuntimeError, "sm_limit must be >= 1"):
+            self.place([128], 128, sm_limit=0)
+        with self.assertRaisesRegex(RuntimeError, "min_odd_tiles must be"):
+            self.place([128], 128, min_odd_tiles=0)
+        with self.assertRaisesRegex(RuntimeError, "n must be >= 0"):
+            self.place([128], -1)
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),

@@ -147,15 +147,12 @@ struct Sm90ArgumentWriter {
   // kSplit only (out.large_shapes set):
   int64_t min_odd_tiles = 0;  // see prefers_large_tile
   int64_t sm_limit = 0;       // the persistent grids' CTA count
-  // Set by prepare(): every group on one kernel.
-  bool all_medium = false;
-  bool all_large = false;
+  // Set by prepare() (kSplit): which kernel each group may run on.
+  SplitPlacement placement = SplitPlacement::kBySize;
 
-  // kSplit: counts each kernel's CTAs over all groups (every block does the
-  // same sum). A kernel left with less than one wave would run alone on part
-  // of the GPU, serialised with the other (grin_moe skewed: 50 large CTAs
-  // beside the medium kernel, 1.08x medium alone), so its groups go to the
-  // other kernel. Block-wide: every thread of the block calls it.
+  // kSplit: sums each kernel's CTAs over all groups (every block does the
+  // same sum) and applies split_placement. Block-wide: every thread of the
+  // block calls it.
   template <typename OffsT>
   __device__ void prepare(const Geometry& geo, const OffsT* offs) {
     if (out.large_shapes == nullptr) {
@@ -173,23 +170,18 @@ struct Sm90ArgumentWriter {
       if (skipped_by_gemm(p)) {
         continue;
       }
-      const int64_t tiles = (p.m + kRowTile - 1) / kRowTile;
       if (prefers_large_tile(p.m, min_odd_tiles)) {
-        const int64_t clusters = (tiles + kLargeClusterRowTiles - 1) /
-            kLargeClusterRowTiles;
-        large += clusters * kLargeClusterRowTiles *
-            ((p.n + kLargeTileCols - 1) / kLargeTileCols);
+        large += large_tile_ctas(p.m, p.n);
       } else {
-        medium += tiles * ((p.n + kMediumTileCols - 1) / kMediumTileCols);
+        medium += medium_tile_ctas(p.m, p.n);
       }
     }
     atomicAdd(&block_ctas[0], medium);
     atomicAdd(&block_ctas[1], large);
     __syncthreads();
-    const auto wave = static_cast<unsigned long long>(sm_limit);
-    const bool both = block_ctas[0] > 0 && block_ctas[1] > 0;
-    all_medium = both && block_ctas[1] < wave;
-    all_large = both && !all_medium && block_ctas[0] < wave;
+    placement = split_placement(static_cast<int64_t>(block_ctas[0]),
+                                static_cast<int64_t>(block_ctas[1]),
+                                sm_limit);
   }
 
   __device__ void operator()(int64_t g, const Group& p) const {
@@ -199,8 +191,7 @@ struct Sm90ArgumentWriter {
     if (out.large_shapes == nullptr) {
       out.shapes[g] = cute::make_shape(m, n, k);
     } else {
-      const bool large = all_large ||
-          (!all_medium && prefers_large_tile(m, min_odd_tiles));
+      const bool large = runs_on_large_kernel(m, min_odd_tiles, placement);
       out.shapes[g] = cute::make_shape(large ? 0 : m, n, k);
       out.large_shapes[g] = cute::make_shape(large ? m : 0, n, k);
     }

@@ -5,6 +5,7 @@
 // layout so they compile in parallel).
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
+#include <ATen/native/cuda/GroupedMMTilePlacement.h>
 
 namespace at::native::grouped_mm::sm90 {
 
@@ -29,27 +30,9 @@ struct LeadingDims {
 // so a group with an odd count t pays a whole idle tile, 1/t of its work
 // (gpt_oss_120b_w13 sparse, 341-row groups: large 1.18x medium, results/
 // NOTES.md). If either kernel would get less than one wave of CTAs, all
-// groups go to the other (Sm90ArgumentWriter::prepare). The best config
-// depends on the group sizes, which the host cannot see without a sync.
+// groups go to the other (split_placement). The best config depends on the
+// group sizes, which the host cannot see without a sync.
 enum class TileConfig { kLarge, kMedium, kSmall, kSplit };
-
-// Tile sizes of the two split kernels (GroupedMMSm90.cuh): both 128 rows;
-// the large kernel's tiles are 256 columns wide, in clusters of two along M.
-constexpr int64_t kRowTile = 128;
-constexpr int64_t kMediumTileCols = 128;
-constexpr int64_t kLargeTileCols = 256;
-constexpr int64_t kLargeClusterRowTiles = 2;
-
-// True when a group of m rows should run on the large kernel of a kSplit
-// call: its 128-row tile count is even (no padding), or at least
-// min_odd_tiles, where the padded tile costs less than the large tile's
-// better efficiency gains back.
-__host__ __device__ constexpr bool prefers_large_tile(
-    int64_t m, int64_t min_odd_tiles) {
-  const int64_t tiles = (m + kRowTile - 1) / kRowTile;
-  return tiles > 0 &&
-      (tiles % kLargeClusterRowTiles == 0 || tiles >= min_odd_tiles);
-}
 
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;

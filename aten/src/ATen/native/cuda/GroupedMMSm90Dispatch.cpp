@@ -26,9 +26,6 @@ constexpr int64_t kTmaAlignBytes = 16;
 // 128 rows, large beyond.
 constexpr int64_t kSmallTileMaxRows = 32;
 constexpr int64_t kMediumTileMaxRows = 128;
-// Odd 128-row tile counts from which a group still takes the large tile
-// (padding then costs at most 1/8 of its work).
-constexpr int64_t kDefaultMinOddTilesForLarge = 8;
 
 // TF32 WGMMA reads K-major operands only (A row-major, B column-major);
 // otherwise the shared rules (GroupedMMOperandLayout.h) apply.
@@ -44,12 +41,12 @@ std::optional<Major> sm90_b_major(GroupedDim grouped, bool tf32) {
   return tf32 ? std::optional(Major::kCol) : required_b_major(grouped);
 }
 
-// OVERLAP_OPS_SM90_SPLIT_ODD_TILES overrides kDefaultMinOddTilesForLarge
-// for tuning runs.
+// OVERLAP_OPS_SM90_SPLIT_ODD_TILES overrides
+// sm90::kDefaultMinOddTilesForLarge for tuning runs.
 int64_t min_odd_tiles_for_large() {
   const char* text = std::getenv("OVERLAP_OPS_SM90_SPLIT_ODD_TILES");
   if (text == nullptr || *text == '\0') {
-    return kDefaultMinOddTilesForLarge;
+    return sm90::kDefaultMinOddTilesForLarge;
   }
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);

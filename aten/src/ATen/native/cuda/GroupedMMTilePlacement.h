@@ -1,0 +1,105 @@
+#pragma once
+
+// Which of the two Hopper kernels of a split call (TileConfig::kSplit in
+// GroupedMMSm90.h) runs each group. The argument-filling kernel applies it
+// on the device, where the group sizes are; it is plain arithmetic, so the
+// CPU tests check it too (through a private op of the extension).
+
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace at::native::grouped_mm::sm90 {
+
+// Tile sizes of the two split kernels (static_asserts in GroupedMMSm90.cuh
+// tie them to the configs): both 128 rows; the large kernel's tiles are 256
+// columns wide, in clusters of two along M.
+constexpr int64_t kRowTile = 128;
+constexpr int64_t kMediumTileCols = 128;
+constexpr int64_t kLargeTileCols = 256;
+constexpr int64_t kLargeClusterRowTiles = 2;
+
+// Odd 128-row tile counts from which a group still takes the large tile by
+// default (the padding then costs at most 1/8 of its work; 4 and 16 measured
+// the same within noise, results/NOTES.md).
+constexpr int64_t kDefaultMinOddTilesForLarge = 8;
+
+// True when a group of m rows prefers the large kernel: its 128-row tile
+// count is even (the cluster pads nothing), or at least min_odd_tiles, where
+// the padded tile costs less than the large tile's better efficiency gains
+// back.
+C10_HOST_DEVICE constexpr bool prefers_large_tile(
+    int64_t m, int64_t min_odd_tiles) {
+  const int64_t tiles = (m + kRowTile - 1) / kRowTile;
+  return tiles > 0 &&
+      (tiles % kLargeClusterRowTiles == 0 || tiles >= min_odd_tiles);
+}
+
+// CTAs the medium kernel spends on an m x n group.
+C10_HOST_DEVICE constexpr int64_t medium_tile_ctas(int64_t m, int64_t n) {
+  return (m + kRowTile - 1) / kRowTile *
+      ((n + kMediumTileCols - 1) / kMediumTileCols);
+}
+
+// CTAs the large kernel spends on an m x n group, cluster padding included.
+C10_HOST_DEVICE constexpr int64_t large_tile_ctas(int64_t m, int64_t n) {
+  const int64_t cluster_rows = kRowTile * kLargeClusterRowTiles;
+  return (m + cluster_rows - 1) / cluster_rows * kLargeClusterRowTiles *
+      ((n + kLargeTileCols - 1) / kLargeTileCols);
+}
+
+// The whole call's view. A kernel left with less than one wave of CTAs
+// (fewer than the SMs it may use) would run alone on part of the GPU,
+// serialised with the other: grin_moe skewed put 50 CTAs on the large
+// kernel and ran 1.08x slower than on the medium one alone
+// (results/NOTES.md). Its groups then go to the other kernel.
+enum class SplitPlacement { kBySize, kAllMedium, kAllLarge };
+
+C10_HOST_DEVICE constexpr SplitPlacement split_placement(
+    int64_t medium_ctas, int64_t large_ctas, int64_t wave) {
+  if (medium_ctas == 0 || large_ctas == 0) {
+    return SplitPlacement::kBySize;
+  }
+  if (large_ctas < wave) {
+    return SplitPlacement::kAllMedium;
+  }
+  return medium_ctas < wave ? SplitPlacement::kAllLarge
+                            : SplitPlacement::kBySize;
+}
+
+C10_HOST_DEVICE constexpr bool runs_on_large_kernel(
+    int64_t m, int64_t min_odd_tiles, SplitPlacement placement) {
+  return placement == SplitPlacement::kAllLarge ||
+      (placement == SplitPlacement::kBySize &&
+       prefers_large_tile(m, min_odd_tiles));
+}
+
+// The host form of the same placement for a list of group row counts
+// (the device computes the CTA sums in parallel). True: the large kernel.
+inline std::vector<bool> place_split_groups(
+    const std::vector<int64_t>& group_rows, int64_t n, int64_t wave,
+    int64_t min_odd_tiles) {
+  int64_t medium = 0;
+  int64_t large = 0;
+  for (const int64_t m : group_rows) {
+    if (m <= 0) {
+      continue;
+    }
+    if (prefers_large_tile(m, min_odd_tiles)) {
+      large += large_tile_ctas(m, n);
+    } else {
+      medium += medium_tile_ctas(m, n);
+    }
+  }
+  const SplitPlacement placement = split_placement(medium, large, wave);
+  std::vector<bool> on_large;
+  on_large.reserve(group_rows.size());
+  for (const int64_t m : group_rows) {
+    on_large.push_back(m > 0 && runs_on_large_kernel(m, min_odd_tiles,
+                                                     placement));
+  }
+  return on_large;
+}
+
+}  // namespace at::native::grouped_mm::sm90

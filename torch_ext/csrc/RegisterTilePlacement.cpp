@@ -1,0 +1,50 @@
+// Registers a private overlap_ops op that exposes the Hopper split-tile
+// placement (aten/src/ATen/native/cuda/GroupedMMTilePlacement.h) to the CPU
+// tests. This file only routes to aten/; the placement lives there.
+
+#include <ATen/native/cuda/GroupedMMTilePlacement.h>
+
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace overlap_ops {
+namespace {
+
+// "medium", "large" or "none" (an empty group, which no kernel runs) per
+// group of a row-grouped call with n output columns.
+std::vector<std::string> sm90_split_placement(
+    std::vector<int64_t> group_rows,
+    int64_t n,
+    int64_t sm_limit,
+    std::optional<int64_t> min_odd_tiles_arg) {
+  const int64_t min_odd_tiles = min_odd_tiles_arg.value_or(
+      at::native::grouped_mm::sm90::kDefaultMinOddTilesForLarge);
+  TORCH_CHECK(n >= 0, "n must be >= 0, got ", n);
+  TORCH_CHECK(sm_limit >= 1, "sm_limit must be >= 1, got ", sm_limit);
+  TORCH_CHECK(min_odd_tiles >= 1, "min_odd_tiles must be >= 1, got ",
+              min_odd_tiles);
+  const std::vector<bool> on_large =
+      at::native::grouped_mm::sm90::place_split_groups(
+          group_rows, n, sm_limit, min_odd_tiles);
+  std::vector<std::string> names;
+  names.reserve(group_rows.size());
+  for (size_t g = 0; g < group_rows.size(); ++g) {
+    names.emplace_back(group_rows[g] <= 0 || n == 0 ? "none"
+                       : on_large[g]                ? "large"
+                                                    : "medium");
+  }
+  return names;
+}
+
+}  // namespace
+}  // namespace overlap_ops
+
+TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
+  m.def("_sm90_split_placement(int[] group_rows, int n, int sm_limit, "
+        "int? min_odd_tiles=None) -> str[]",
+        &overlap_ops::sm90_split_placement);
+}
