@@ -473,6 +473,22 @@ class TestBenchLoop(TestCase):
                 "floor_peak_tflops": 800.0, "floor_peak_note": "fake",
                 "copy_gbps": 4000.0}
 
+    def _main_faked(self, argv: list[str], time_us,
+                    stdout: Optional[io.StringIO] = None,
+                    stderr: Optional[io.StringIO] = None) -> int:
+        """bench.main(argv) with the GPU, the machine and the timer faked."""
+        with unittest.mock.patch.object(
+                torch.cuda, "is_available", return_value=True), \
+                unittest.mock.patch.object(
+                    bench, "_machine", return_value=dict(self._MACHINE)), \
+                unittest.mock.patch.object(
+                    bench, "_time_us", side_effect=time_us), \
+                unittest.mock.patch.object(
+                    bench, "_context_alive", return_value=True), \
+                contextlib.redirect_stdout(stdout or io.StringIO()), \
+                contextlib.redirect_stderr(stderr or io.StringIO()):
+            return bench.main(argv)
+
     def test_loop_writes_json_md_png_and_summary(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             suite = Path(tmp) / "suite.json"
@@ -482,21 +498,10 @@ class TestBenchLoop(TestCase):
                            "E": 4}]}))
             out = Path(tmp) / "out"
             stdout, stderr = io.StringIO(), io.StringIO()
-            with unittest.mock.patch.object(
-                    torch.cuda, "is_available", return_value=True), \
-                    unittest.mock.patch.object(
-                        bench, "_machine",
-                        return_value=dict(self._MACHINE)), \
-                    unittest.mock.patch.object(
-                        bench, "_time_us",
-                        side_effect=lambda fns, timer: 10.0 * len(fns)), \
-                    unittest.mock.patch.object(
-                        bench, "_context_alive", return_value=True), \
-                    contextlib.redirect_stdout(stdout), \
-                    contextlib.redirect_stderr(stderr):
-                status = bench.main(["--shapes", str(suite), "--out",
-                                     str(out), "--passes", "fwd,wgrad",
-                                     "--dtypes", "bf16"])
+            status = self._main_faked(
+                ["--shapes", str(suite), "--out", str(out), "--passes",
+                 "fwd,wgrad", "--dtypes", "bf16"],
+                lambda fns, timer: 10.0 * len(fns), stdout, stderr)
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
             self.assertTrue(results["complete"])
@@ -526,22 +531,11 @@ class TestBenchLoop(TestCase):
             # ours 20 us, ours@half 10 us, stock 16 us (per the fake timer)
             us = {"ours": 20.0, "ours@half": 10.0, "stock": 16.0}
             column = iter(["ours", "stock", "ours@half"])
-            with unittest.mock.patch.object(
-                    torch.cuda, "is_available", return_value=True), \
-                    unittest.mock.patch.object(
-                        bench, "_machine",
-                        return_value=dict(TestBenchLoop._MACHINE)), \
-                    unittest.mock.patch.object(
-                        bench, "_time_us",
-                        side_effect=lambda fns, timer: us[next(column)]), \
-                    unittest.mock.patch.object(
-                        bench, "_context_alive", return_value=True), \
-                    contextlib.redirect_stdout(io.StringIO()), \
-                    contextlib.redirect_stderr(io.StringIO()):
-                status = bench.main([
-                    "--shapes", str(suite), "--out", str(out), "--dtypes",
-                    "bf16", "--rounds", "1",
-                    "--variant", "half:OVERLAP_OPS_SM90_TILE=medium"])
+            status = self._main_faked(
+                ["--shapes", str(suite), "--out", str(out), "--dtypes",
+                 "bf16", "--rounds", "1",
+                 "--variant", "half:OVERLAP_OPS_SM90_TILE=medium"],
+                lambda fns, timer: us[next(column)])
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
             self.assertEqual(results["variants"],
