@@ -80,7 +80,7 @@ for stage in "$@"; do
       # memcheck over the CUDA grouped-mm tests, once per kernel family and
       # SM90 tile config (profiler-based tests skip: CUPTI is taken).
       for backend_tile in auto:auto auto:small auto:medium auto:large \
-          sm80:auto generic:auto; do
+          auto:split sm80:auto generic:auto; do
         backend=${backend_tile%%:*}; tile=${backend_tile#*:}
         echo "-- memcheck backend=$backend tile=$tile"
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
