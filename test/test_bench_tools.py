@@ -109,6 +109,15 @@ class TestBenchArgs(TestCase):
                          ["ours", "stock", "ours@medium", "ours@split"])
         for bad in ("nolabel", "x:", "x:NOVALUE", "a b:X=1"):
             self.assertTrue(_parse_fails(["--variant", bad]), bad)
+        self.assertTrue(_parse_fails(["--variant", "v:A=1",
+                                      "--variant", "v:A=2"]))
+
+    def test_a_failed_variant_is_not_best(self) -> None:
+        row = {"case": "c", "dist": "d", "stock_us": 10.0, "ours_us": 12.0,
+               "ours_check": "pass", "ours@v_us": 5.0, "ours@v_check": "fail"}
+        table = "\n".join(report._variant_table([row]))
+        self.assertIn("| c | d | 10.0 | 12.0 | 5.0 | 1.20 | n/a | ours |",
+                      table)
 
     def test_render_writes_next_to_its_json_by_default(self) -> None:
         self.assertEqual(bench._parse_args(["--render", "/r"]).out, "/r")

@@ -478,6 +478,9 @@ class TestSm90SplitPlacement(TestCase):
             self.place([128], 128, min_odd_tiles=0)
         with self.assertRaisesRegex(RuntimeError, "n must be >= 0"):
             self.place([128], -1)
+        with self.assertRaisesRegex(RuntimeError,
+                                    r"group_rows\[1\] must be <= 2147483647"):
+            self.place([128, 2**40], 128)
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.

@@ -200,6 +200,10 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
+    labels = [label for label, _ in args.variant]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        parser.error(f"--variant: label(s) given twice: {', '.join(repeated)}")
     if args.out is None:
         args.out = args.render or str(REPO / "results" / "tmp")
     return args
@@ -413,7 +417,7 @@ def _ours(a: torch.Tensor, b: torch.Tensor,
     return torch.ops.overlap_ops.grouped_mm(a, b, offs, None, None)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class EnvColumn:
     """ours under extra environment variables, set around a whole check
     or timing round (not per call, so the host cost stays out)."""
@@ -428,7 +432,7 @@ class EnvColumn:
 @contextlib.contextmanager
 def _column_env(fn: Any) -> Iterator[None]:
     """Sets an EnvColumn's variables for the block, then restores them."""
-    env = getattr(fn, "env", {})
+    env = fn.env if isinstance(fn, EnvColumn) else {}
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     try:
@@ -722,7 +726,8 @@ def _bench(args: argparse.Namespace) -> int:
               for r in results["rows"] for column in ours_columns
               if r.get(f"{column}_check") == "fail"]
     if failed:
-        _progress(f"ours failed the check on {len(failed)} row(s): "
+        _progress(f"ours failed the check {len(failed)} time(s) "
+                  "(row, column): "
                   + "; ".join(failed))
         status = 1
     print(report.summary_table(results))

@@ -95,12 +95,17 @@ def variant_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 
 def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
     """Same-run A/B of ours' settings: each column's time over stock, and
-    the geometric mean and the count of rows > 3% slower than stock."""
+    the geometric mean and the count of rows > 3% slower than stock. A
+    column that failed the check on a row gets no ratio there and cannot
+    be that row's best."""
     columns = ("ours",) + variant_columns(rows)
 
     def over_stock(row: dict[str, Any], column: str) -> Optional[float]:
+        """None where a time is missing or the column gave wrong results."""
         num, den = row.get(f"{column}_us"), row.get("stock_us")
-        return None if num is None or not den else float(num) / float(den)
+        if num is None or not den or row.get(f"{column}_check") == "fail":
+            return None
+        return float(num) / float(den)
 
     head = (["case", "dist", "stock us"] + [f"{c} us" for c in columns]
             + [f"{c}/stock" for c in columns] + ["best"])
@@ -109,7 +114,8 @@ def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
                             + ["---"]) + "|"]
     for r in rows:
         times = {c: r.get(f"{c}_us") for c in columns}
-        timed = {c: t for c, t in times.items() if t is not None}
+        timed = {c: t for c, t in times.items()
+                 if t is not None and r.get(f"{c}_check") != "fail"}
         best = min(timed, key=timed.get) if timed else "n/a"
         lines.append("| " + " | ".join(
             [r["case"], r["dist"], _fmt(r.get("stock_us"), 1)]

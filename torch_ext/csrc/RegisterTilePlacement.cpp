@@ -7,6 +7,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,14 @@ std::vector<std::string> sm90_split_placement(
   TORCH_CHECK(sm_limit >= 1, "sm_limit must be >= 1, got ", sm_limit);
   TORCH_CHECK(min_odd_tiles >= 1, "min_odd_tiles must be >= 1, got ",
               min_odd_tiles);
+  // The kernels take int32 sizes (fits_int32), so the placement never sees
+  // more; this also keeps its tile arithmetic far from overflow.
+  constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(n <= kMaxSize, "n must be <= ", kMaxSize, ", got ", n);
+  for (size_t g = 0; g < group_rows.size(); ++g) {
+    TORCH_CHECK(group_rows[g] <= kMaxSize, "group_rows[", g, "] must be <= ",
+                kMaxSize, ", got ", group_rows[g]);
+  }
   const std::vector<bool> on_large =
       at::native::grouped_mm::sm90::place_split_groups(
           group_rows, n, sm_limit, min_odd_tiles);
