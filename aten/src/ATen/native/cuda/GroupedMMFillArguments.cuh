@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace at::native::grouped_mm {
 
@@ -63,23 +64,23 @@ __global__ void fill_group_arguments(
 
 // Enqueues the fill (and the zeroing past the last group) on the current
 // stream. Returns false if the launch failed; raising is left to the
-// host-compiled caller.
+// host-compiled caller. Writer::d points at the output, so its element type
+// gives the zeroing's store unit at compile time.
 template <typename Writer>
 bool launch_fill_group_arguments(const LaunchArgs& args, const Writer& write) {
+  using Out = std::remove_pointer_t<decltype(Writer::d)>;
+  static_assert(sizeof(Out) == 2 || sizeof(Out) == 4,
+                "tensor-core outputs are bf16, fp16 or fp32");
+  using Unit = std::conditional_t<sizeof(Out) == 2, uint16_t, uint32_t>;
   const auto stream = at::cuda::getCurrentCUDAStream();
   // The tail's size is device-only, so the grid is sized for any tail:
   // one block per allowed SM (the carveout), like every kernel of the call.
   const int blocks =
       static_cast<int>(std::max<int64_t>(1, args.sm_limit));
-  void* out = args.out.mutable_data_ptr();
+  auto* tail = static_cast<Unit*>(args.out.mutable_data_ptr());
   dispatch_offs(args.offs, [&](auto offs) {
-    if (args.out.element_size() == 2) {
-      fill_group_arguments<<<blocks, kFillThreads, 0, stream>>>(
-          args.geo, offs, write, static_cast<uint16_t*>(out));
-    } else {
-      fill_group_arguments<<<blocks, kFillThreads, 0, stream>>>(
-          args.geo, offs, write, static_cast<uint32_t*>(out));
-    }
+    fill_group_arguments<<<blocks, kFillThreads, 0, stream>>>(
+        args.geo, offs, write, tail);
   });
   return cudaGetLastError() == cudaSuccess;
 }

@@ -250,14 +250,24 @@ DeviceArguments<G> carve_arguments(
   return args;
 }
 
-// Launches G's kernel over `shapes` with the pointers and strides of `dev`.
-// Returns nullptr once launched, or what CUTLASS refused. Raising is left
-// to the host-compiled caller (see GroupedMMCUDA.cpp).
+// G's kernel, checked and initialised, not yet launched.
 template <typename G>
-const char* launch_gemm(
+struct PreparedGemm {
+  typename G::Gemm gemm;
+  Tensor workspace;
+};
+
+// Checks and initialises G over `shapes` with the pointers and strides of
+// `dev`; launches nothing. The problem shapes are read on the device only,
+// so this can run before the filling kernel. Returns nullptr, or what
+// CUTLASS refused. Raising is left to the host-compiled caller (see
+// GroupedMMCUDA.cpp).
+template <typename G>
+const char* prepare_gemm(
     const LaunchArgs& args,
     const DeviceArguments<G>& dev,
-    typename ProblemShape::UnderlyingProblemShape* shapes) {
+    typename ProblemShape::UnderlyingProblemShape* shapes,
+    PreparedGemm<G>& prepared) {
   const auto stream = at::cuda::getCurrentCUDAStream();
   typename G::Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGrouped,
@@ -270,36 +280,65 @@ const char* launch_gemm(
   // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
   arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
 
-  typename G::Gemm gemm;
   const size_t workspace_bytes = G::Gemm::get_workspace_size(arguments);
-  Tensor workspace = at::empty(
+  prepared.workspace = at::empty(
       {static_cast<int64_t>(workspace_bytes)},
       TensorOptions().dtype(kByte).device(args.out.device()));
-  if (gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
+  if (prepared.gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
     return "CUTLASS can_implement rejected the operands";
   }
-  if (gemm.initialize(arguments, workspace.mutable_data_ptr(), stream) !=
-      cutlass::Status::kSuccess) {
+  if (prepared.gemm.initialize(arguments,
+                               prepared.workspace.mutable_data_ptr(),
+                               stream) != cutlass::Status::kSuccess) {
     return "CUTLASS initialize failed";
   }
-  if (gemm.run(stream) != cutlass::Status::kSuccess) {
+  return nullptr;
+}
+
+template <typename G>
+const char* launch_prepared(PreparedGemm<G>& prepared) {
+  if (prepared.gemm.run(at::cuda::getCurrentCUDAStream()) !=
+      cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
   }
   return nullptr;
 }
 
 // Fills the per-group arguments from the offsets, then launches G (or, with
-// GLarge, G for the groups prefers_large_tile leaves to it and GLarge for
-// the rest: both read the same pointers and strides).
+// GLarge, G for the groups the placement leaves to it and GLarge for the
+// rest: both read the same pointers and strides). Every kernel is checked
+// before anything is launched, so a refusal leaves the output untouched.
 template <typename G, typename GLarge = void>
 const char* run_grouped_gemm(
     const LaunchArgs& args, const LeadingDims& ld, int64_t min_odd_tiles = 0) {
   using ElementIn = typename G::ElementIn;
   using ElementOut = typename G::ElementOut;
   constexpr bool kSplit = !std::is_void_v<GLarge>;
+  // With GLarge void, a placeholder that is never prepared or launched.
+  using Large = std::conditional_t<kSplit, GLarge, G>;
+  // Same operands and layouts, so the argument arrays are the same types.
+  static_assert(std::is_same_v<typename G::StrideA, typename Large::StrideA>);
+  static_assert(std::is_same_v<typename G::StrideB, typename Large::StrideB>);
+  static_assert(std::is_same_v<typename G::StrideD, typename Large::StrideD>);
+  static_assert(
+      std::is_same_v<typename G::ElementOut, typename Large::ElementOut>);
   Tensor storage;
   DeviceArguments<G> dev =
       carve_arguments<G>(storage, args.geo.num_groups, kSplit);
+  PreparedGemm<G> first;
+  if (const char* error = prepare_gemm<G>(args, dev, dev.shapes, first)) {
+    return error;
+  }
+  PreparedGemm<Large> large;
+  if constexpr (kSplit) {
+    const DeviceArguments<Large> large_dev{
+        dev.large_shapes, nullptr,     dev.a,        dev.b,
+        dev.d,            dev.stride_a, dev.stride_b, dev.stride_d};
+    if (const char* error =
+            prepare_gemm<Large>(args, large_dev, dev.large_shapes, large)) {
+      return error;
+    }
+  }
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
@@ -308,20 +347,11 @@ const char* run_grouped_gemm(
   if (!launch_fill_group_arguments(args, writer)) {
     return "launching the argument-filling kernel failed";
   }
-  if (const char* error = launch_gemm<G>(args, dev, dev.shapes)) {
+  if (const char* error = launch_prepared(first)) {
     return error;
   }
   if constexpr (kSplit) {
-    // Same operands and layouts, so the argument arrays are the same types.
-    static_assert(std::is_same_v<typename G::StrideA, typename GLarge::StrideA>);
-    static_assert(std::is_same_v<typename G::StrideB, typename GLarge::StrideB>);
-    static_assert(std::is_same_v<typename G::StrideD, typename GLarge::StrideD>);
-    static_assert(
-        std::is_same_v<typename G::ElementOut, typename GLarge::ElementOut>);
-    const DeviceArguments<GLarge> large{
-        dev.large_shapes, nullptr,     dev.a,        dev.b,
-        dev.d,            dev.stride_a, dev.stride_b, dev.stride_d};
-    return launch_gemm<GLarge>(args, large, dev.large_shapes);
+    return launch_prepared(large);
   }
   return nullptr;
 }
