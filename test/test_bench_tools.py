@@ -390,6 +390,22 @@ def _fake_results(inductor: bool = False) -> dict:
 
 
 class TestReport(TestCase):
+    def test_targets(self) -> None:
+        lines = report.target_lines(_fake_results()["rows"])
+        self.assertEqual(lines[0], "| target (issue 9) | this run | met | "
+                         "worst rows missing it |")
+        self.assertIn("| bf16 fwd: gm ours/floor <= 1.10 | 1.49 | **no** |"
+                      "  |", lines)
+        self.assertIn("| bf16 fwd: every row ours/floor <= 1.25 | 2 of 3 "
+                      "rows above | **no** | b balanced 2.00, a skewed 1.50 |",
+                      lines)
+        self.assertIn("| fp16 fwd: every row within 1.03x of our bf16 | "
+                      "max 1.000 | yes |  |", lines)
+        self.assertIn("| bf16 fwd: never slower than stock | 0 rows > 1.00 "
+                      "(0 > 1.03) | yes |  |", lines)
+        # No row a target needs: no section.
+        self.assertEqual(report.target_lines([]), [])
+
     def test_ratios_and_geomean(self) -> None:
         rows = _fake_results()["rows"]
         self.assertAlmostEqual(report.ratio(rows[1], "ours/floor"), 1.5)

@@ -130,6 +130,91 @@ def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# Issue 9's targets, checked on every run that has the rows they need.
+# (dtype, pass) -> (max geometric mean of ours/floor, max ours/floor of
+# any row or None).
+FLOOR_TARGETS: dict[tuple[str, str], tuple[float, Optional[float]]] = {
+    ("bf16", "fwd"): (1.10, 1.25),
+    ("bf16", "dgrad"): (1.20, None),
+    ("bf16", "wgrad"): (1.20, None),
+}
+# dtype -> max time over our own bf16 time, row by row.
+OVER_BF16_TARGETS = {"fp16": 1.03, "tf32": 2.0}
+_LISTED = 4  # rows named per unmet target
+
+
+def _named(misses: list[tuple[float, dict[str, Any]]]) -> str:
+    """The worst few rows that miss a target, with their values."""
+    worst = sorted(misses, key=lambda item: -item[0])[:_LISTED]
+    names = ", ".join(f"{r['case']} {r['dist']} {v:.2f}" for v, r in worst)
+    more = len(misses) - len(worst)
+    return names + (f" (+{more} more)" if more > 0 else "")
+
+
+def _target_row(target: str, measured: str,
+                misses: list[tuple[float, dict[str, Any]]],
+                met: bool) -> str:
+    return (f"| {target} | {measured} | {'yes' if met else '**no**'} | "
+            f"{_named(misses) if misses else ''} |")
+
+
+def target_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 9's targets against this run: each target, the measured value,
+    whether it is met and the worst rows that miss it. Empty when the run
+    has none of the rows a target needs."""
+    lines = []
+    for (dtype, pass_name), (gm_max, row_max) in FLOOR_TARGETS.items():
+        mine = [r for r in rows
+                if r["dtype"] == dtype and r["pass"] == pass_name]
+        values = [(ratio(r, "ours/floor"), r) for r in mine]
+        values = [(v, r) for v, r in values if v is not None]
+        if not values:
+            continue
+        gm = geomean(v for v, _ in values)
+        lines.append(_target_row(
+            f"{dtype} {pass_name}: gm ours/floor <= {gm_max:.2f}",
+            _fmt(gm), [], gm <= gm_max))
+        if row_max is not None:
+            misses = [(v, r) for v, r in values if v > row_max]
+            lines.append(_target_row(
+                f"{dtype} {pass_name}: every row ours/floor <= {row_max:.2f}",
+                f"{len(misses)} of {len(values)} rows above", misses,
+                not misses))
+    bf16 = {(r["case"], r["dist"], r["pass"]): r.get("ours_us")
+            for r in rows if r["dtype"] == "bf16"}
+    for dtype, limit in OVER_BF16_TARGETS.items():
+        for _, pass_name in [g for g in groups(rows) if g[0] == dtype]:
+            pairs = []
+            for r in rows:
+                base = bf16.get((r["case"], r["dist"], r["pass"]))
+                if (r["dtype"] == dtype and r["pass"] == pass_name
+                        and base and r.get("ours_us")):
+                    pairs.append((r["ours_us"] / base, r))
+            if not pairs:
+                continue
+            misses = [(v, r) for v, r in pairs if v > limit]
+            lines.append(_target_row(
+                f"{dtype} {pass_name}: every row within {limit:.2f}x of "
+                "our bf16", f"max {max(v for v, _ in pairs):.3f}", misses,
+                not misses))
+    for dtype, pass_name in groups(rows):
+        mine = [(ratio(r, "ours/stock"), r) for r in rows
+                if r["dtype"] == dtype and r["pass"] == pass_name]
+        mine = [(v, r) for v, r in mine if v is not None]
+        if not mine:
+            continue
+        misses = [(v, r) for v, r in mine if v > 1.0]
+        noisy = sum(1 for v, _ in misses if v > 1.03)
+        lines.append(_target_row(
+            f"{dtype} {pass_name}: never slower than stock",
+            f"{len(misses)} rows > 1.00 ({noisy} > 1.03)", misses,
+            not misses))
+    if not lines:
+        return []
+    return (["| target (issue 9) | this run | met | worst rows missing it |",
+             "|---|---|---|---|"] + lines)
+
+
 def _worst(rows: list[dict[str, Any]], name: str) -> Optional[dict[str, Any]]:
     scored = [(ratio(r, name), r) for r in rows]
     scored = [(v, r) for v, r in scored if v is not None]
@@ -294,6 +379,9 @@ def markdown(results: dict[str, Any]) -> str:
                     if r["dtype"] == dtype and r["pass"] == pass_name]
             lines += [f"### {dtype} {pass_name}", ""]
             lines += _variant_table(mine) + [""]
+    targets = target_lines(rows)
+    if targets:
+        lines += ["## Targets", ""] + targets + [""]
     lines += ["## Summary (geometric means, worst case)", ""]
     lines += _summary_lines(results, summaries) + [""]
     lines += _worst_lines(summaries)
