@@ -30,19 +30,45 @@ ensure_python_deps() {
   fi
 }
 
+find_cuda_home() {
+  # torch guesses the toolkit as nvcc's grandparent folder; an nvcc that is
+  # a wrapper script or a link (/usr/local/bin/nvcc) makes that /usr/local,
+  # without the CUDA headers. nvcc's dry run names its real toolkit.
+  [[ -n "${CUDA_HOME:-}" ]] && return
+  command -v nvcc >/dev/null || return 0
+  local top
+  top=$(nvcc --dryrun -E -x cu /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' \
+        | head -1)
+  if [[ -n "$top" && -d "$top/include" ]]; then
+    CUDA_HOME=$(cd "$top" && pwd)
+    export CUDA_HOME
+  fi
+}
+
 build_extension() {
   ensure_python_deps
+  find_cuda_home
   say "building overlap_ops (MAX_JOBS=$MAX_JOBS); ninja prints [done/total]"
   local start=$SECONDS
-  # -v shows ninja's progress lines; --no-build-isolation builds against the
-  # torch installed here instead of downloading another one.
-  "$PYTHON" -m pip install --no-build-isolation --no-deps -v ./torch_ext \
-    2>&1 | grep --line-buffered -E '^ *\[[0-9]+/[0-9]+\]|overlap_ops:|error|Error|Successfully' \
+  local log=torch_ext/build/overlap_ops-build.log
+  mkdir -p torch_ext/build
+  # -v shows ninja's progress lines (the full output goes to $log);
+  # --no-build-isolation builds against the torch installed here instead of
+  # downloading another one.
+  { "$PYTHON" -m pip install --no-build-isolation --no-deps -v ./torch_ext \
+      2>&1; echo $? > "$log.status"; } | tee "$log" \
+    | grep --line-buffered -E '^ *\[[0-9]+/[0-9]+\]|overlap_ops:|error|Error|Successfully' \
     || true
+  local status
+  status=$(cat "$log.status")
+  if [[ "$status" != 0 ]]; then
+    # Never go on with an overlap_ops installed by an earlier build.
+    echo "build.sh: building overlap_ops failed (pip exit status $status);" \
+         "full log: $log" >&2
+    exit 1
+  fi
   "$PYTHON" -c 'import overlap_ops' || {
-    echo "build.sh: overlap_ops did not build; rerun with" \
-         "'$PYTHON -m pip install --no-build-isolation -v ./torch_ext'" \
-         "to see the full log" >&2
+    echo "build.sh: overlap_ops built but does not import; full log: $log" >&2
     exit 1
   }
   say "built in $((SECONDS - start)) s"
