@@ -790,6 +790,24 @@ class TestProfileTool(TestCase):
         self.assertIn("deepseek_v3_decode", err.getvalue())
 
 
+    def test_kernel_table(self):
+        import profile_grouped_mm as prof
+        events = [
+            {"cat": "kernel", "name": "void at::native::grouped_mm::"
+             "fill_group_arguments<int, W, unsigned short>(...)", "dur": 3.0},
+            {"cat": "kernel", "name": "_ZN7cutlass13device_kernelI..."
+             "KernelPtrArrayTmaWarpSpecializedPingpong...", "dur": 90.0},
+            {"cat": "kernel", "name": "_ZN7cutlass13device_kernelI..."
+             "KernelPtrArrayTmaWarpSpecializedCooperative...", "dur": 5.0},
+            {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "dur": 4.0},
+        ] * 2
+        self.assertEqual(prof.kernel_table(events, calls=2), [
+            ("fill arguments (+ zero tail)", 1.0, 3.0),
+            ("SM90 GEMM, pingpong (medium/small)", 1.0, 90.0),
+            ("SM90 GEMM, cooperative 128x256 (large)", 1.0, 5.0)])
+        self.assertEqual(prof.short_kernel_name("x" * 70), "x" * 57 + "...")
+
+
 instantiate_parametrized_tests(TestGroupSizes)
 instantiate_parametrized_tests(TestReferenceCheck)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-machine session: install carried wheels, build the extension
 # against the machine's own torch, then run the requested stages.
-#   tools/gpu_session.sh build test bench sanitize moe ...
+#   tools/gpu_session.sh build test bench sanitize moe kernels ...
 # testsm80 / benchsm80 run the tests / benchmark with the SM80 path forced.
 # Results go to $OUT/session.tgz (the device tool returns at most 8 files),
 # or to results/tmp when OUT is unset.
@@ -143,6 +143,25 @@ for stage in "$@"; do
           --shapes ${TILE_SHAPES:-bench/moe_shapes.json} \
           --cases ${TILE_CASES:-grin_moe,deepseek_v3_decode,qwen3_decode} \
           --passes ${TILE_PASSES:-fwd,wgrad} --dtypes bf16 2>&1 | tail -12
+      done
+      ;;
+    kernels)
+      # Launches and GPU time per call of each kernel (fill, GEMMs, finish),
+      # and host time per call, ours and stock, on KERNEL_ROWS ("case dist
+      # pass" separated by ";"): the fill kernel's cost and the split's
+      # empty-kernel cost.
+      IFS=';' read -ra krows <<< "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}"
+      mkdir -p "$OUT/kernels"
+      for row in "${krows[@]}"; do
+        read -r kcase kdist kpass <<< "$row"
+        shapes=bench/moe_shapes.json
+        grep -q "\"$kcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
+        for impl in ours stock; do
+          python3 tools/profile_grouped_mm.py --shapes "$shapes" \
+            --case "$kcase" --dist "$kdist" --pass "$kpass" --impl "$impl" \
+            --calls 20 --kernels 2>&1 | tee -a "$OUT/kernels/kernels.md"
+          echo | tee -a "$OUT/kernels/kernels.md"
+        done
       done
       ;;
     profile)

@@ -1,8 +1,11 @@
-"""Runs one grouped-mm row of the suite a few times, for `ncu` to profile.
+"""Runs one grouped-mm row of the suite a few times, for `ncu` to profile,
+or (--kernels) times each kernel a call launches with torch.profiler.
 
     ncu --launch-skip 3 --launch-count 1 -k regex:GemmUniversal|cutlass|Kernel \
         python3 tools/profile_grouped_mm.py --case deepseek_v3_decode \
         --dist sparse --impl ours
+    python3 tools/profile_grouped_mm.py --case grin_moe --dist balanced \
+        --kernels    # fill, GEMM(s), finish: launches and us per call
 
 The data, sizes and offsets are those of tools/bench_grouped_mm.py, so a
 kernel profiled here is the one timed there.
@@ -11,14 +14,81 @@ kernel profiled here is the one timed there.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_grouped_mm as bench  # noqa: E402
 import grouped_mm_cases as cases  # noqa: E402
+
+
+# Fragments of kernel names -> short labels; the first match wins.
+_KERNEL_LABELS = (
+    ("fill_group_arguments", "fill arguments (+ zero tail)"),
+    ("finish_groups", "finish (k = 0, bias)"),
+    ("zero_tail", "zero tail"),
+    ("relayout_kernel", "bounded copy (relayout)"),
+    ("generic_grouped_mm", "generic GEMM"),
+    ("Cooperative", "SM90 GEMM, cooperative 128x256 (large)"),
+    ("Pingpong", "SM90 GEMM, pingpong (medium/small)"),
+    ("GemmGrouped", "SM80 GEMM"),
+)
+
+
+def short_kernel_name(name: str) -> str:
+    """A readable label for a (often mangled) kernel name."""
+    for fragment, label in _KERNEL_LABELS:
+        if fragment in name:
+            return label
+    return name if len(name) <= 60 else name[:57] + "..."
+
+
+def kernel_table(events: list[dict[str, Any]], calls: int
+                 ) -> list[tuple[str, float, float]]:
+    """(label, launches per call, GPU us per call) from chrome-trace events
+    of `calls` calls, in the order each label first ran."""
+    count: dict[str, int] = defaultdict(int)
+    total_us: dict[str, float] = defaultdict(float)
+    for event in events:
+        if event.get("cat") != "kernel":
+            continue
+        label = short_kernel_name(event.get("name", "?"))
+        count[label] += 1
+        total_us[label] += float(event.get("dur", 0.0))
+    return [(label, count[label] / calls, total_us[label] / calls)
+            for label in count]
+
+
+def time_kernels(fn: Callable[[], Any], calls: int) -> tuple[
+        list[tuple[str, float, float]], float]:
+    """Per-kernel table of `calls` profiled calls (after warm-up), and the
+    host time per call of unprofiled calls (no sync between calls)."""
+    from torch.profiler import profile, ProfilerActivity
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as trace_file:
+            events = json.load(trace_file)["traceEvents"]
+    return kernel_table(events, calls), host_us
 
 
 def main() -> None:
@@ -31,6 +101,9 @@ def main() -> None:
                         choices=["fwd", "dgrad", "wgrad"])
     parser.add_argument("--impl", default="ours", choices=["ours", "stock"])
     parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--kernels", action="store_true",
+                        help="print each kernel's launches and GPU time per "
+                        "call (torch.profiler), and the host time per call")
     args = parser.parse_args()
 
     suite = cases.load_suite(args.shapes)
@@ -46,11 +119,20 @@ def main() -> None:
     sizes = cases.group_sizes(args.dist, case.M, case.E)
     offs = torch.tensor(cases.offsets(sizes), device="cuda", dtype=torch.int32)
     fn = bench._callables(inductor=False)[args.impl]
+    title = (f"{args.impl} {case.name} {args.dist} {args.dtype} "
+             f"{args.pass_name}")
+    if args.kernels:
+        table, host_us = time_kernels(lambda: fn(a, b, offs), args.calls)
+        print(f"{title}: {args.calls} calls, host {host_us:.1f} us per call")
+        print("| kernel | launches / call | GPU us / call |")
+        print("|---|---:|---:|")
+        for label, launches, us in table:
+            print(f"| {label} | {launches:g} | {us:.1f} |")
+        return
     for _ in range(args.calls):
         fn(a, b, offs)
     torch.cuda.synchronize()
-    print(f"{args.impl} {case.name} {args.dist} {args.dtype} {args.pass_name}: "
-          f"{args.calls} calls done")
+    print(f"{title}: {args.calls} calls done")
 
 
 if __name__ == "__main__":
