@@ -39,14 +39,20 @@ class Summary:
     check_failures: list[str]
 
 
-def ratio(row: dict[str, Any], name: str) -> Optional[float]:
-    """A ratio of RATIOS for one row, None where either time is missing."""
-    top, bottom = RATIOS[name]
+def time_ratio(row: dict[str, Any], top: str,
+               bottom: str) -> Optional[float]:
+    """Column top's time over column bottom's ("floor": the floor) for one
+    row, None where either time is missing."""
     num = row.get(f"{top}_us")
     den = row.get("floor_us" if bottom == "floor" else f"{bottom}_us")
     if num is None or den is None or den <= 0:
         return None
     return float(num) / float(den)
+
+
+def ratio(row: dict[str, Any], name: str) -> Optional[float]:
+    """A ratio of RATIOS for one row, None where either time is missing."""
+    return time_ratio(row, *RATIOS[name])
 
 
 def geomean(values: Iterable[Optional[float]]) -> Optional[float]:
@@ -102,10 +108,9 @@ def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
 
     def over_stock(row: dict[str, Any], column: str) -> Optional[float]:
         """None where a time is missing or the column gave wrong results."""
-        num, den = row.get(f"{column}_us"), row.get("stock_us")
-        if num is None or not den or row.get(f"{column}_check") == "fail":
+        if row.get(f"{column}_check") == "fail":
             return None
-        return float(num) / float(den)
+        return time_ratio(row, column, "stock")
 
     head = (["case", "dist", "stock us"] + [f"{c} us" for c in columns]
             + [f"{c}/stock" for c in columns] + ["best"])

@@ -37,15 +37,14 @@ std::vector<std::string> sm90_split_placement(
     TORCH_CHECK(group_rows[g] <= kMaxSize, "group_rows[", g, "] must be <= ",
                 kMaxSize, ", got ", group_rows[g]);
   }
-  const std::vector<bool> on_large =
-      at::native::grouped_mm::sm90::place_split_groups(
-          group_rows, n, sm_limit, min_odd_tiles);
+  using at::native::grouped_mm::sm90::SplitKernel;
   std::vector<std::string> names;
-  names.reserve(group_rows.size());
-  for (size_t g = 0; g < group_rows.size(); ++g) {
-    names.emplace_back(group_rows[g] <= 0 || n == 0 ? "none"
-                       : on_large[g]                ? "large"
-                                                    : "medium");
+  for (const SplitKernel kernel :
+       at::native::grouped_mm::sm90::place_split_groups(
+           group_rows, n, sm_limit, min_odd_tiles)) {
+    names.emplace_back(kernel == SplitKernel::kLarge    ? "large"
+                       : kernel == SplitKernel::kMedium ? "medium"
+                                                        : "none");
   }
   return names;
 }

@@ -75,15 +75,19 @@ C10_HOST_DEVICE constexpr bool runs_on_large_kernel(
        prefers_large_tile(m, min_odd_tiles));
 }
 
+// Where a group of a split call runs; kNone: an empty problem (m or n is
+// 0), which no kernel runs.
+enum class SplitKernel { kNone, kMedium, kLarge };
+
 // The host form of the same placement for a list of group row counts
-// (the device computes the CTA sums in parallel). True: the large kernel.
-inline std::vector<bool> place_split_groups(
+// with n output columns (the device computes the CTA sums in parallel).
+inline std::vector<SplitKernel> place_split_groups(
     const std::vector<int64_t>& group_rows, int64_t n, int64_t wave,
     int64_t min_odd_tiles) {
   int64_t medium = 0;
   int64_t large = 0;
   for (const int64_t m : group_rows) {
-    if (m <= 0) {
+    if (m <= 0 || n <= 0) {
       continue;
     }
     if (prefers_large_tile(m, min_odd_tiles)) {
@@ -93,13 +97,18 @@ inline std::vector<bool> place_split_groups(
     }
   }
   const SplitPlacement placement = split_placement(medium, large, wave);
-  std::vector<bool> on_large;
-  on_large.reserve(group_rows.size());
+  std::vector<SplitKernel> kernels;
+  kernels.reserve(group_rows.size());
   for (const int64_t m : group_rows) {
-    on_large.push_back(m > 0 && runs_on_large_kernel(m, min_odd_tiles,
-                                                     placement));
+    if (m <= 0 || n <= 0) {
+      kernels.push_back(SplitKernel::kNone);
+    } else {
+      kernels.push_back(runs_on_large_kernel(m, min_odd_tiles, placement)
+                            ? SplitKernel::kLarge
+                            : SplitKernel::kMedium);
+    }
   }
-  return on_large;
+  return kernels;
 }
 
 }  // namespace at::native::grouped_mm::sm90
