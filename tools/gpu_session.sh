@@ -79,8 +79,9 @@ for stage in "$@"; do
     sanitize)
       # memcheck over the CUDA grouped-mm tests, once per kernel family and
       # SM90 tile config (profiler-based tests skip: CUPTI is taken).
-      for backend_tile in auto:auto auto:small auto:medium auto:large \
-          auto:split sm80:auto generic:auto; do
+      # SANITIZE_CONFIGS: backend:tile pairs to run (default: all).
+      for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
+          auto:large auto:split sm80:auto generic:auto}; do
         backend=${backend_tile%%:*}; tile=${backend_tile#*:}
         echo "-- memcheck backend=$backend tile=$tile"
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
