@@ -802,7 +802,7 @@ class TestProfileTool(TestCase):
             {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "dur": 4.0},
         ] * 2
         self.assertEqual(prof.kernel_table(events, calls=2), [
-            ("fill arguments (+ zero tail)", 1.0, 3.0),
+            ("fill arguments (+ zeros)", 1.0, 3.0),
             ("SM90 GEMM, pingpong (medium/small)", 1.0, 90.0),
             ("SM90 GEMM, cooperative 128x256 (large)", 1.0, 5.0)])
         self.assertEqual(prof.short_kernel_name("x" * 70), "x" * 57 + "...")

@@ -55,6 +55,17 @@ for stage in "$@"; do
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
       done
       ;;
+    testsplit)
+      # The CUDA grouped-mm tests with the split forced on row-grouped calls,
+      # its two kernels on two streams (default without a carveout) and on
+      # one (OVERLAP_OPS_SM90_SPLIT_STREAMS=serial).
+      for streams in concurrent serial; do
+        echo "-- OVERLAP_OPS_SM90_TILE=split OVERLAP_OPS_SM90_SPLIT_STREAMS=$streams"
+        OVERLAP_OPS_SM90_TILE=split OVERLAP_OPS_SM90_SPLIT_STREAMS=$streams \
+          python3 -m pytest -q test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
+          | tee "$OUT/test_split_$streams.log" | tail -3
+      done
+      ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
       ;;

@@ -31,8 +31,8 @@ import grouped_mm_cases as cases  # noqa: E402
 
 # Fragments of kernel names -> short labels; the first match wins.
 _KERNEL_LABELS = (
-    ("fill_group_arguments", "fill arguments (+ zero tail)"),
-    ("finish_groups", "finish (k = 0, bias)"),
+    ("fill_group_arguments", "fill arguments (+ zeros)"),
+    ("finish_groups", "finish (bias)"),
     ("zero_tail", "zero tail"),
     ("relayout_kernel", "bounded copy (relayout)"),
     ("generic_grouped_mm", "generic GEMM"),

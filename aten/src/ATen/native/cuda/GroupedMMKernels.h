@@ -8,6 +8,7 @@
 #include <ATen/native/cuda/GroupedMMArguments.cuh>
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string_view>
@@ -46,6 +47,31 @@ void dispatch_offs(const Tensor& offs, Fn&& fn) {
   }
 }
 
+// k = 0 problems: the empty groups of a 2d x 2d call, or K = 0 in any
+// layout. Host-known: whether they can occur, not which groups they are.
+inline bool may_have_k0_groups(const Geometry& geo) {
+  return geo.grouped == GroupedDim::kReduction || geo.k == 0;
+}
+
+// The tensor-core paths write k = 0 groups' zeros in the argument-filling
+// kernel when there is no bias; with a bias, launch_finish_groups writes
+// them (bias rows) along with the bias of every other group.
+inline bool fill_writes_k0_groups(const LaunchArgs& args) {
+  return may_have_k0_groups(args.geo) && !args.bias.defined();
+}
+
+// 16-byte stores fit the output of the per-group writers: unit column
+// stride, 16-byte aligned rows and group starts (d_offset is a multiple of
+// the row or group stride; column groups start anywhere, so they do not).
+inline bool output_takes_vector_stores(const LaunchArgs& args) {
+  const int64_t units = 16 / static_cast<int64_t>(args.out.element_size());
+  const Geometry& geo = args.geo;
+  return geo.grouped != GroupedDim::kCols && geo.d.col == 1 &&
+      geo.n % units == 0 && geo.d.row % units == 0 &&
+      geo.d.group % units == 0 &&
+      reinterpret_cast<uintptr_t>(args.out.const_data_ptr()) % 16 == 0;
+}
+
 // Reads a tuning/testing switch from the environment at every call: 0 when
 // `name` is unset, empty or "auto", else 1 + the index of its value in
 // `choices`. Any other value raises an error that lists the accepted ones.
@@ -76,8 +102,9 @@ void launch_generic_grouped_mm(const LaunchArgs& args);
 // Zeros rows (kRows) or columns (kCols) of out past the clamped offs[-1].
 void launch_zero_tail(const LaunchArgs& args);
 
-// After a tensor-core GEMM: writes zeros (plus bias) into k = 0 groups and
-// adds the bias to the other groups. No-op when neither applies.
+// After a tensor-core GEMM with a bias: writes the bias into k = 0 groups
+// and adds it to the other groups. No-op without a bias (the fill wrote the
+// k = 0 zeros then, fill_writes_k0_groups).
 void launch_finish_groups(const LaunchArgs& args);
 
 // dst.copy_(src) for 1-D, 2-D or batched 3-D tensors of the same sizes, any

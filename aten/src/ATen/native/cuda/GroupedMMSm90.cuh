@@ -150,19 +150,18 @@ struct Sm90ArgumentWriter {
   // Set by prepare() (kSplit): which kernel each group may run on.
   SplitPlacement placement = SplitPlacement::kBySize;
 
-  // kSplit: sums each kernel's CTAs over all groups (every block does the
-  // same sum) and applies split_placement. Block-wide: every thread of the
-  // block calls it.
+  // kSplit: sums each kernel's CTAs over all groups (every block that
+  // stores arguments does the same sum) and applies split_placement.
+  // Block-wide: every thread of the block calls it. Warp shuffles, then one
+  // slot per warp: 64-bit shared atomics are CAS loops, and 256 threads
+  // contending on one address cost microseconds.
   template <typename OffsT>
   __device__ void prepare(const Geometry& geo, const OffsT* offs) {
     if (out.large_shapes == nullptr) {
       return;
     }
-    __shared__ unsigned long long block_ctas[2];  // medium, large
-    if (threadIdx.x == 0) {
-      block_ctas[0] = block_ctas[1] = 0;
-    }
-    __syncthreads();
+    constexpr int kWarps = kFillThreads / 32;
+    __shared__ unsigned long long warp_ctas[kWarps][2];  // medium, large
     unsigned long long medium = 0;
     unsigned long long large = 0;
     for (int64_t g = threadIdx.x; g < geo.num_groups; g += blockDim.x) {
@@ -176,12 +175,22 @@ struct Sm90ArgumentWriter {
         medium += medium_tile_ctas(p.m, p.n);
       }
     }
-    atomicAdd(&block_ctas[0], medium);
-    atomicAdd(&block_ctas[1], large);
+    for (int lanes = 16; lanes > 0; lanes /= 2) {
+      medium += __shfl_down_sync(0xffffffffu, medium, lanes);
+      large += __shfl_down_sync(0xffffffffu, large, lanes);
+    }
+    if (threadIdx.x % 32 == 0) {
+      warp_ctas[threadIdx.x / 32][0] = medium;
+      warp_ctas[threadIdx.x / 32][1] = large;
+    }
     __syncthreads();
-    placement = split_placement(static_cast<int64_t>(block_ctas[0]),
-                                static_cast<int64_t>(block_ctas[1]),
-                                sm_limit);
+    medium = large = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      medium += warp_ctas[w][0];
+      large += warp_ctas[w][1];
+    }
+    placement = split_placement(static_cast<int64_t>(medium),
+                                static_cast<int64_t>(large), sm_limit);
   }
 
   __device__ void operator()(int64_t g, const Group& p) const {
@@ -296,10 +305,77 @@ const char* prepare_gemm(
 }
 
 template <typename G>
-const char* launch_prepared(PreparedGemm<G>& prepared) {
-  if (prepared.gemm.run(at::cuda::getCurrentCUDAStream()) !=
-      cutlass::Status::kSuccess) {
+const char* launch_prepared(PreparedGemm<G>& prepared, cudaStream_t stream) {
+  if (prepared.gemm.run(stream) != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
+  }
+  return nullptr;
+}
+
+// The fork and join events of concurrent split calls, one pair per device
+// and host thread (so threads never race on one event), created once and
+// re-recorded by every call.
+struct SplitEvents {
+  cudaEvent_t forked = nullptr;
+  cudaEvent_t joined = nullptr;
+  ~SplitEvents() {
+    // At thread exit the context may be gone; nothing to report then.
+    if (forked != nullptr) {
+      cudaEventDestroy(forked);
+    }
+    if (joined != nullptr) {
+      cudaEventDestroy(joined);
+    }
+  }
+};
+
+inline const char* split_events(c10::DeviceIndex device, SplitEvents*& out) {
+  constexpr int kMaxDevices = 64;
+  thread_local SplitEvents events[kMaxDevices];
+  if (device < 0 || device >= kMaxDevices) {
+    return "device index out of range for the split's events";
+  }
+  SplitEvents& e = events[device];
+  if (e.forked == nullptr) {
+    if (cudaEventCreateWithFlags(&e.forked, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventCreateWithFlags(&e.joined, cudaEventDisableTiming) !=
+            cudaSuccess) {
+      return "creating the split's CUDA events failed";
+    }
+  }
+  out = &e;
+  return nullptr;
+}
+
+// Launches `first` on the current stream and `second` on a side stream that
+// waits only for what was enqueued before (the fill), then joins the side
+// stream back. Legal under graph capture (fork and join by events). The
+// argument storage and workspaces stay valid: the current stream, on which
+// they are freed, waits for the side stream.
+template <typename G1, typename G2>
+const char* launch_side_by_side(
+    PreparedGemm<G1>& first, PreparedGemm<G2>& second) {
+  const c10::cuda::CUDAStream main = at::cuda::getCurrentCUDAStream();
+  const c10::cuda::CUDAStream side =
+      c10::cuda::getStreamFromPool(false, main.device_index());
+  SplitEvents* events = nullptr;
+  if (const char* error = split_events(main.device_index(), events)) {
+    return error;
+  }
+  if (cudaEventRecord(events->forked, main) != cudaSuccess ||
+      cudaStreamWaitEvent(side, events->forked, 0) != cudaSuccess) {
+    return "forking the split's side stream failed";
+  }
+  if (const char* error = launch_prepared(first, main)) {
+    return error;
+  }
+  if (const char* error = launch_prepared(second, side)) {
+    return error;
+  }
+  if (cudaEventRecord(events->joined, side) != cudaSuccess ||
+      cudaStreamWaitEvent(main, events->joined, 0) != cudaSuccess) {
+    return "joining the split's side stream failed";
   }
   return nullptr;
 }
@@ -310,7 +386,8 @@ const char* launch_prepared(PreparedGemm<G>& prepared) {
 // before anything is launched, so a refusal leaves the output untouched.
 template <typename G, typename GLarge = void>
 const char* run_grouped_gemm(
-    const LaunchArgs& args, const LeadingDims& ld, int64_t min_odd_tiles = 0) {
+    const LaunchArgs& args, const LeadingDims& ld,
+    const TileChoice& choice = {}) {
   using ElementIn = typename G::ElementIn;
   using ElementOut = typename G::ElementOut;
   constexpr bool kSplit = !std::is_void_v<GLarge>;
@@ -343,17 +420,21 @@ const char* run_grouped_gemm(
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
   const Sm90ArgumentWriter<G> writer{
-      a, b, d, ld, dev, min_odd_tiles, args.sm_limit};
+      a, b, d, ld, dev, choice.min_odd_tiles, args.sm_limit};
   if (!launch_fill_group_arguments(args, writer)) {
     return "launching the argument-filling kernel failed";
   }
-  if (const char* error = launch_prepared(first)) {
-    return error;
-  }
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if constexpr (kSplit) {
-    return launch_prepared(large);
+    if (choice.concurrent_split) {
+      return launch_side_by_side(first, large);
+    }
+    if (const char* error = launch_prepared(first, stream)) {
+      return error;
+    }
+    return launch_prepared(large, stream);
   }
-  return nullptr;
+  return launch_prepared(first, stream);
 }
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
@@ -369,7 +450,7 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
     case TileConfig::kMedium:
       return run_grouped_gemm<Medium>(args, ld);
     case TileConfig::kSplit:
-      return run_grouped_gemm<Medium, Large>(args, ld, choice.min_odd_tiles);
+      return run_grouped_gemm<Medium, Large>(args, ld, choice);
     default:
       return run_grouped_gemm<Large>(args, ld);
   }
