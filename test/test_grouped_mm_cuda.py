@@ -48,10 +48,7 @@ from grouped_mm_reference import (  # noqa: E402
     reference_grouped_mm,
     tolerance,
 )
-from launched_kernels import (  # noqa: E402
-    launched_kernels,
-    launched_kernels_on_streams,
-)
+from launched_kernels import launched_kernels  # noqa: E402
 from test_grouped_mm import (  # noqa: E402
     _BACKEND_ENV,
     _backend,
@@ -223,45 +220,6 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         finally:
             torch._C._set_sm_carveout_experimental(None)
         self._run_and_check(a, b, offs, bias)  # torch's copies, no carveout
-
-    @dtypes(torch.bfloat16)
-    @parametrize("setting", ["default", "carveout", "serial"])
-    def test_split_kernels_streams(self, device, dtype, setting):
-        # A row-grouped call with more than 32 rows per group runs the
-        # Hopper split: two GEMM kernels, concurrent on two streams unless
-        # an SM carveout is set (their grids together would exceed SMs - k)
-        # or OVERLAP_OPS_SM90_SPLIT_STREAMS=serial.
-        if _expected_family(device, dtype) != "sm90":
-            self.skipTest("the split runs on the Hopper path only")
-        if os.environ.get("OVERLAP_OPS_SM90_TILE", "auto") not in (
-                "auto", "split"):
-            self.skipTest("a forced single tile config has no split")
-        sizes = [384, 128, 0, 640, 256, 128, 896, 512]  # large and medium
-        a = _randn(sum(sizes), 256, device=device, dtype=dtype)
-        b = _randn(len(sizes), 256, 512, device=device, dtype=dtype)
-        offs = make_offsets(sizes, device)
-        previous = os.environ.get("OVERLAP_OPS_SM90_SPLIT_STREAMS")
-        os.environ["OVERLAP_OPS_SM90_SPLIT_STREAMS"] = (
-            "serial" if setting == "serial" else "concurrent")
-        torch._C._set_sm_carveout_experimental(
-            16 if setting == "carveout" else None)
-        try:
-            kernels = launched_kernels_on_streams(
-                lambda: _grouped_mm(a, b, offs))
-            out = _grouped_mm(a, b, offs)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
-            if previous is None:
-                del os.environ["OVERLAP_OPS_SM90_SPLIT_STREAMS"]
-            else:
-                os.environ["OVERLAP_OPS_SM90_SPLIT_STREAMS"] = previous
-        gemm_streams = [stream for name, _, stream in kernels
-                        if _FAMILY_KERNELS["sm90"] in name]
-        self.assertEqual(len(gemm_streams), 2, kernels)
-        self.assertEqual(len(set(gemm_streams)),
-                         2 if setting == "default" else 1, kernels)
-        assert_matches_reference(self, out, reference_grouped_mm(a, b, offs),
-                                 2, 3, offs, tolerance(dtype, "cuda"))
 
     def test_carveout_out_of_range_raises(self, device):
         sms = torch.cuda.get_device_properties(device).multi_processor_count

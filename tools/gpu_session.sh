@@ -55,17 +55,6 @@ for stage in "$@"; do
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
       done
       ;;
-    testsplit)
-      # The CUDA grouped-mm tests with the split forced on row-grouped calls,
-      # its two kernels on two streams (default without a carveout) and on
-      # one (OVERLAP_OPS_SM90_SPLIT_STREAMS=serial).
-      for streams in concurrent serial; do
-        echo "-- OVERLAP_OPS_SM90_TILE=split OVERLAP_OPS_SM90_SPLIT_STREAMS=$streams"
-        OVERLAP_OPS_SM90_TILE=split OVERLAP_OPS_SM90_SPLIT_STREAMS=$streams \
-          python3 -m pytest -q test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
-          | tee "$OUT/test_split_$streams.log" | tail -3
-      done
-      ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
@@ -178,13 +167,14 @@ for stage in "$@"; do
       ;;
     profile)
       # ncu on one row (PROFILE_ROW: case dist pass), ours per tile config
-      # and stock: one GEMM launch each, after warm-up calls.
+      # and stock: one GEMM launch each, after PROFILE_SKIP (default 4)
+      # GEMM launches (a split call launches two: medium, then large).
       read -r pcase pdist ppass <<< "${PROFILE_ROW:-deepseek_v3_decode sparse fwd}"
       mkdir -p "$OUT/ncu"
       for impl in ${PROFILE_IMPLS:-ours:small ours:medium stock}; do
         tile=${impl#*:}; impl=${impl%%:*}
         [[ $tile == "$impl" ]] && tile=auto
-        OVERLAP_OPS_SM90_TILE=$tile timeout 120 ncu --launch-skip 4 \
+        OVERLAP_OPS_SM90_TILE=$tile timeout 120 ncu --launch-skip ${PROFILE_SKIP:-4} \
           --launch-count 1 -k "regex:device_kernel" \
           --section SpeedOfLight --section MemoryWorkloadAnalysis \
           --section LaunchStats --section Occupancy --section SchedulerStats \

@@ -312,74 +312,6 @@ const char* launch_prepared(PreparedGemm<G>& prepared, cudaStream_t stream) {
   return nullptr;
 }
 
-// The fork and join events of concurrent split calls, one pair per device
-// and host thread (so threads never race on one event), created once and
-// re-recorded by every call.
-struct SplitEvents {
-  cudaEvent_t forked = nullptr;
-  cudaEvent_t joined = nullptr;
-  ~SplitEvents() {
-    // At thread exit the context may be gone; nothing to report then.
-    if (forked != nullptr) {
-      cudaEventDestroy(forked);
-    }
-    if (joined != nullptr) {
-      cudaEventDestroy(joined);
-    }
-  }
-};
-
-inline const char* split_events(c10::DeviceIndex device, SplitEvents*& out) {
-  constexpr int kMaxDevices = 64;
-  thread_local SplitEvents events[kMaxDevices];
-  if (device < 0 || device >= kMaxDevices) {
-    return "device index out of range for the split's events";
-  }
-  SplitEvents& e = events[device];
-  if (e.forked == nullptr) {
-    if (cudaEventCreateWithFlags(&e.forked, cudaEventDisableTiming) !=
-            cudaSuccess ||
-        cudaEventCreateWithFlags(&e.joined, cudaEventDisableTiming) !=
-            cudaSuccess) {
-      return "creating the split's CUDA events failed";
-    }
-  }
-  out = &e;
-  return nullptr;
-}
-
-// Launches `first` on the current stream and `second` on a side stream that
-// waits only for what was enqueued before (the fill), then joins the side
-// stream back. Legal under graph capture (fork and join by events). The
-// argument storage and workspaces stay valid: the current stream, on which
-// they are freed, waits for the side stream.
-template <typename G1, typename G2>
-const char* launch_side_by_side(
-    PreparedGemm<G1>& first, PreparedGemm<G2>& second) {
-  const c10::cuda::CUDAStream main = at::cuda::getCurrentCUDAStream();
-  const c10::cuda::CUDAStream side =
-      c10::cuda::getStreamFromPool(false, main.device_index());
-  SplitEvents* events = nullptr;
-  if (const char* error = split_events(main.device_index(), events)) {
-    return error;
-  }
-  if (cudaEventRecord(events->forked, main) != cudaSuccess ||
-      cudaStreamWaitEvent(side, events->forked, 0) != cudaSuccess) {
-    return "forking the split's side stream failed";
-  }
-  if (const char* error = launch_prepared(first, main)) {
-    return error;
-  }
-  if (const char* error = launch_prepared(second, side)) {
-    return error;
-  }
-  if (cudaEventRecord(events->joined, side) != cudaSuccess ||
-      cudaStreamWaitEvent(main, events->joined, 0) != cudaSuccess) {
-    return "joining the split's side stream failed";
-  }
-  return nullptr;
-}
-
 // Fills the per-group arguments from the offsets, then launches G (or, with
 // GLarge, G for the groups the placement leaves to it and GLarge for the
 // rest: both read the same pointers and strides). Every kernel is checked
@@ -426,9 +358,6 @@ const char* run_grouped_gemm(
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if constexpr (kSplit) {
-    if (choice.concurrent_split) {
-      return launch_side_by_side(first, large);
-    }
     if (const char* error = launch_prepared(first, stream)) {
       return error;
     }

@@ -37,11 +37,6 @@ enum class TileConfig { kLarge, kMedium, kSmall, kSplit };
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;
   int64_t min_odd_tiles = 0;  // kSplit only: see prefers_large_tile
-  // kSplit only: the large kernel runs on a side stream, concurrently with
-  // the medium one, so its CTAs take SMs as the medium kernel's CTAs finish
-  // (and an empty one costs no time). Only without an SM carveout: the two
-  // persistent grids together would use up to twice the allowed SMs.
-  bool concurrent_split = false;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -57,28 +57,15 @@ int64_t min_odd_tiles_for_large() {
   return value;
 }
 
-// The split's two kernels run concurrently unless an SM carveout is set
-// (see TileChoice::concurrent_split) or OVERLAP_OPS_SM90_SPLIT_STREAMS=serial
-// asks for one stream (A/B runs).
-bool split_runs_concurrently(int64_t sm_limit) {
-  const bool serial =
-      env_choice("OVERLAP_OPS_SM90_SPLIT_STREAMS", {"concurrent", "serial"}) ==
-      2;
-  return !serial &&
-      sm_limit >= at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-}
-
-sm90::TileChoice split_choice(int64_t sm_limit) {
-  return {sm90::TileConfig::kSplit, min_odd_tiles_for_large(),
-          split_runs_concurrently(sm_limit)};
+sm90::TileChoice split_choice() {
+  return {sm90::TileConfig::kSplit, min_odd_tiles_for_large()};
 }
 
 // OVERLAP_OPS_SM90_TILE=large|medium|small|split pins the tile config for
 // tuning runs (tools/gpu_session.sh benchtiles); unset or auto uses the
 // heuristic. split applies to row-grouped calls only (others keep the
 // heuristic).
-std::optional<sm90::TileChoice> forced_tile_choice(
-    const Geometry& geo, int64_t sm_limit) {
+std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
   switch (env_choice(
       "OVERLAP_OPS_SM90_TILE", {"small", "medium", "large", "split"})) {
     case 1:
@@ -89,7 +76,7 @@ std::optional<sm90::TileChoice> forced_tile_choice(
       return sm90::TileChoice{sm90::TileConfig::kLarge};
     case 4:
       if (geo.grouped == GroupedDim::kRows) {
-        return split_choice(sm_limit);
+        return split_choice();
       }
       return std::nullopt;
     default:
@@ -97,8 +84,8 @@ std::optional<sm90::TileChoice> forced_tile_choice(
   }
 }
 
-sm90::TileChoice pick_tile_choice(const Geometry& geo, int64_t sm_limit) {
-  if (const auto forced = forced_tile_choice(geo, sm_limit)) {
+sm90::TileChoice pick_tile_choice(const Geometry& geo) {
+  if (const auto forced = forced_tile_choice(geo)) {
     return *forced;
   }
   const bool row_grouped = geo.grouped == GroupedDim::kRows;
@@ -109,7 +96,7 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, int64_t sm_limit) {
     return {sm90::TileConfig::kSmall};
   }
   if (row_grouped) {
-    return split_choice(sm_limit);
+    return split_choice();
   }
   return {rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
                                                : sm90::TileConfig::kLarge};
@@ -182,9 +169,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  const char* error =
-      run_for_dtypes(args, ld, ops.a_major, ops.b_major,
-                     pick_tile_choice(args.geo, args.sm_limit));
+  const char* error = run_for_dtypes(
+      args, ld, ops.a_major, ops.b_major, pick_tile_choice(args.geo));
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   launch_finish_groups(args);
   return true;
