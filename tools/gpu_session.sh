@@ -165,6 +165,25 @@ for stage in "$@"; do
         done
       done
       ;;
+    hostpath)
+      # CUDA API calls per call and the host time from a call's start to
+      # its first kernel launch, ours and stock, on HOST_ROWS ("case dist
+      # pass" separated by ";"): where host-bound rows spend it.
+      IFS=';' read -ra hrows <<< "${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}"
+      mkdir -p "$OUT/hostpath"
+      for row in "${hrows[@]}"; do
+        read -r hcase hdist hpass <<< "$row"
+        shapes=bench/moe_shapes.json
+        grep -q "\"$hcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
+        for impl in ours stock; do
+          python3 tools/profile_grouped_mm.py --shapes "$shapes" \
+            --case "$hcase" --dist "$hdist" --pass "$hpass" --impl "$impl" \
+            --calls 50 --host-path 2>&1 | grep -v Warning \
+            | tee -a "$OUT/hostpath/hostpath.md"
+          echo | tee -a "$OUT/hostpath/hostpath.md"
+        done
+      done
+      ;;
     profile)
       # ncu on one row (PROFILE_ROW: case dist pass), ours per tile config
       # and stock: one GEMM launch each, after PROFILE_SKIP (default 4)

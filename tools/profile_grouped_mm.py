@@ -6,6 +6,8 @@ or (--kernels) times each kernel a call launches with torch.profiler.
         --dist sparse --impl ours
     python3 tools/profile_grouped_mm.py --case grin_moe --dist balanced \
         --kernels    # fill, GEMM(s), finish: launches and us per call
+    python3 tools/profile_grouped_mm.py --case grin_moe --host-path
+                     # CUDA API calls per call, host us to the first launch
 
 The data, sizes and offsets are those of tools/bench_grouped_mm.py, so a
 kernel profiled here is the one timed there.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -66,6 +69,74 @@ def kernel_table(events: list[dict[str, Any]], calls: int
             for label in count]
 
 
+_CALL_MARK = "grouped_mm call"
+_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                "cuLaunchKernelEx")
+
+
+def runtime_table(events: list[dict[str, Any]], calls: int
+                  ) -> list[tuple[str, float, float]]:
+    """(CUDA runtime or driver API, calls per grouped-mm call, host us per
+    grouped-mm call) from chrome-trace events, most host time first."""
+    count: dict[str, int] = defaultdict(int)
+    total_us: dict[str, float] = defaultdict(float)
+    for event in events:
+        if event.get("cat") not in ("cuda_runtime", "cuda_driver"):
+            continue
+        name = event.get("name", "?")
+        count[name] += 1
+        total_us[name] += float(event.get("dur", 0.0))
+    rows = [(name, count[name] / calls, total_us[name] / calls)
+            for name in count]
+    return sorted(rows, key=lambda row: -row[2])
+
+
+def call_host_times(events: list[dict[str, Any]]
+                    ) -> tuple[float, float] | None:
+    """Medians over the marked calls (record_function(_CALL_MARK)) of the
+    host us from the call's start to its first kernel launch, and of the
+    call's host duration; None without marks. When the GPU waits for the
+    host, the first is what per-call CUDA events add to the GPU time."""
+    marks = sorted((float(e["ts"]), float(e.get("dur", 0.0)))
+                   for e in events if e.get("name") == _CALL_MARK
+                   and e.get("ph") == "X")
+    if not marks:
+        return None
+    launches = sorted(float(e["ts"]) for e in events
+                      if e.get("name") in _LAUNCH_APIS)
+    to_first, durations = [], []
+    for start, duration in marks:
+        inside = [t for t in launches if start <= t <= start + duration]
+        if inside:
+            to_first.append(inside[0] - start)
+        durations.append(duration)
+    if not to_first:
+        return None
+    return statistics.median(to_first), statistics.median(durations)
+
+
+def time_host_path(fn: Callable[[], Any], calls: int) -> tuple[
+        list[tuple[str, float, float]], tuple[float, float] | None]:
+    """CUDA API calls of `calls` profiled calls (after warm-up), and the
+    medians of call_host_times."""
+    from torch.profiler import profile, record_function, ProfilerActivity
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU,
+                             ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            with record_function(_CALL_MARK):
+                fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as trace_file:
+            events = json.load(trace_file)["traceEvents"]
+    return runtime_table(events, calls), call_host_times(events)
+
+
 def time_kernels(fn: Callable[[], Any], calls: int) -> tuple[
         list[tuple[str, float, float]], float]:
     """Per-kernel table of `calls` profiled calls (after warm-up), and the
@@ -104,6 +175,10 @@ def main() -> None:
     parser.add_argument("--kernels", action="store_true",
                         help="print each kernel's launches and GPU time per "
                         "call (torch.profiler), and the host time per call")
+    parser.add_argument("--host-path", action="store_true",
+                        help="print the CUDA API calls per call with their "
+                        "host time, and the host time from a call's start "
+                        "to its first kernel launch (torch.profiler)")
     args = parser.parse_args()
 
     suite = cases.load_suite(args.shapes)
@@ -121,6 +196,17 @@ def main() -> None:
     fn = bench._callables(inductor=False)[args.impl]
     title = (f"{args.impl} {case.name} {args.dist} {args.dtype} "
              f"{args.pass_name}")
+    if args.host_path:
+        table, times = time_host_path(lambda: fn(a, b, offs), args.calls)
+        print(f"{title}: {args.calls} calls (profiled, CPU + CUDA)")
+        if times is not None:
+            print(f"host us per call: {times[1]:.1f}; from the call's start "
+                  f"to its first kernel launch: {times[0]:.1f}")
+        print("| CUDA API | calls / call | host us / call |")
+        print("|---|---:|---:|")
+        for name, count, us in table:
+            print(f"| {name} | {count:g} | {us:.1f} |")
+        return
     if args.kernels:
         table, host_us = time_kernels(lambda: fn(a, b, offs), args.calls)
         print(f"{title}: {args.calls} calls, host {host_us:.1f} us per call")
