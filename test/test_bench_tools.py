@@ -812,27 +812,35 @@ class TestProfileTool(TestCase):
 
         def call(start, first_launch_at, second_launch_at, duration):
             return [
-                {"ph": "X", "name": prof._CALL_MARK, "ts": start,
-                 "dur": duration},
+                {"ph": "X", "cat": "user_annotation", "name": prof._CALL_MARK,
+                 "ts": start, "dur": duration},
                 {"cat": "cuda_runtime", "name": "cudaFuncSetAttribute",
                  "ts": start + 1.0, "dur": 2.0},
                 {"cat": "cuda_runtime", "name": "cudaLaunchKernel",
                  "ts": start + first_launch_at, "dur": 3.0},
                 {"cat": "cuda_driver", "name": "cuLaunchKernelEx",
                  "ts": start + second_launch_at, "dur": 5.0},
+                # The same mark on the GPU, over the call's kernels (later,
+                # and overlapping the next call's host launches): ignored.
+                {"ph": "X", "cat": "gpu_user_annotation",
+                 "name": prof._CALL_MARK, "ts": start + 40.0, "dur": 90.0},
                 {"cat": "kernel", "name": "k", "ts": start + 40.0,
-                 "dur": 9.0},
+                 "dur": 90.0},
             ]
 
-        # Three calls; the medians are those of the middle values.
+        # Three calls; the medians are those of the middle values. A sync
+        # after the last call is outside every mark: not per-call time.
         events = (call(0.0, 10.0, 20.0, 25.0) + call(100.0, 14.0, 22.0, 31.0)
-                  + call(200.0, 30.0, 35.0, 40.0))
+                  + call(200.0, 30.0, 35.0, 40.0)
+                  + [{"cat": "cuda_runtime", "name": "cudaDeviceSynchronize",
+                      "ts": 300.0, "dur": 60.0}])
         self.assertEqual(prof.call_host_times(events), (14.0, 31.0))
         self.assertEqual(prof.runtime_table(events, calls=3), [
             ("cuLaunchKernelEx", 1.0, 5.0),
             ("cudaLaunchKernel", 1.0, 3.0),
             ("cudaFuncSetAttribute", 1.0, 2.0)])
-        self.assertIsNone(prof.call_host_times(events[1:5]))  # no mark
+        no_marks = [e for e in events if e.get("name") != prof._CALL_MARK]
+        self.assertIsNone(prof.call_host_times(no_marks))
 
 
 instantiate_parametrized_tests(TestGroupSizes)

@@ -178,7 +178,7 @@ for stage in "$@"; do
         for impl in ours stock; do
           python3 tools/profile_grouped_mm.py --shapes "$shapes" \
             --case "$hcase" --dist "$hdist" --pass "$hpass" --impl "$impl" \
-            --calls 50 --host-path 2>&1 | grep -v Warning \
+            --calls 50 --host-path 2>&1 | grep -v "Warning\|_warn_once" \
             | tee -a "$OUT/hostpath/hostpath.md"
           echo | tee -a "$OUT/hostpath/hostpath.md"
         done

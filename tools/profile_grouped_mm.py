@@ -74,14 +74,32 @@ _LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
                 "cuLaunchKernelEx")
 
 
+def _call_marks(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(start, duration) of each marked call on the host. With CUDA
+    activity the profiler also writes each mark as a "gpu_user_annotation"
+    spanning the call's kernels on the GPU: those are not host time."""
+    return sorted((float(e["ts"]), float(e.get("dur", 0.0)))
+                  for e in events if e.get("name") == _CALL_MARK
+                  and e.get("ph") == "X"
+                  and e.get("cat") == "user_annotation")
+
+
+def _inside(ts: float, marks: list[tuple[float, float]]) -> bool:
+    return any(start <= ts <= start + duration for start, duration in marks)
+
+
 def runtime_table(events: list[dict[str, Any]], calls: int
                   ) -> list[tuple[str, float, float]]:
     """(CUDA runtime or driver API, calls per grouped-mm call, host us per
-    grouped-mm call) from chrome-trace events, most host time first."""
+    grouped-mm call) from chrome-trace events inside the marked calls, most
+    host time first."""
+    marks = _call_marks(events)
     count: dict[str, int] = defaultdict(int)
     total_us: dict[str, float] = defaultdict(float)
     for event in events:
         if event.get("cat") not in ("cuda_runtime", "cuda_driver"):
+            continue
+        if not _inside(float(event.get("ts", 0.0)), marks):
             continue
         name = event.get("name", "?")
         count[name] += 1
@@ -93,23 +111,20 @@ def runtime_table(events: list[dict[str, Any]], calls: int
 
 def call_host_times(events: list[dict[str, Any]]
                     ) -> tuple[float, float] | None:
-    """Medians over the marked calls (record_function(_CALL_MARK)) of the
-    host us from the call's start to its first kernel launch, and of the
-    call's host duration; None without marks. When the GPU waits for the
-    host, the first is what per-call CUDA events add to the GPU time."""
-    marks = sorted((float(e["ts"]), float(e.get("dur", 0.0)))
-                   for e in events if e.get("name") == _CALL_MARK
-                   and e.get("ph") == "X")
-    if not marks:
-        return None
+    """Medians over the marked calls that launch a kernel (record_function(
+    _CALL_MARK), host side) of the host us from the call's start to its
+    first kernel launch, and of the call's host duration; None without
+    such calls. When the GPU waits for the host, the first is what
+    per-call CUDA events add to the GPU time."""
     launches = sorted(float(e["ts"]) for e in events
-                      if e.get("name") in _LAUNCH_APIS)
+                      if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                      and str(e.get("name", "")).startswith(_LAUNCH_APIS))
     to_first, durations = [], []
-    for start, duration in marks:
+    for start, duration in _call_marks(events):
         inside = [t for t in launches if start <= t <= start + duration]
         if inside:
             to_first.append(inside[0] - start)
-        durations.append(duration)
+            durations.append(duration)
     if not to_first:
         return None
     return statistics.median(to_first), statistics.median(durations)
