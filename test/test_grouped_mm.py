@@ -218,6 +218,23 @@ class _ContractTests:
         b = _randn(groups, k, n, device=device, dtype=dtype)
         self._run_and_check(a, b, make_offsets(sizes, device))
 
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("with_bias", [False, True])
+    def test_grouped_gemm_2d_2d_many_empty_groups(self, device, dtype,
+                                                  with_bias):
+        # More groups than one block lists at a time (256 in the filling
+        # kernel, 1024 in the finishing kernel), a third of them k = 0.
+        groups, m, n = 1100, 8, 16
+        sizes = [0 if g % 3 == 1 else 1 + g % 4 for g in range(groups)]
+        a = _randn(m, sum(sizes), device=device, dtype=dtype)
+        b = _randn(sum(sizes), n, device=device, dtype=dtype)
+        bias = (torch.randn(groups, n, device=device, dtype=dtype)
+                if with_bias else None)
+        out = self._run_and_check(a, b, make_offsets(sizes, device), bias)
+        if bias is None:
+            empty = [g for g, size in enumerate(sizes) if size == 0]
+            self.assertTrue(bool((out[empty] == 0).all()))
+
     @dtypes(torch.bfloat16)
     def test_grouped_gemm_odd_strides(self, device, dtype):
         groups, k, n = 3, 24, 16
@@ -248,10 +265,14 @@ class _ContractTests:
                             _randn(8, 7, device=device, dtype=dtype), offs)
 
     @dtypes(torch.bfloat16, torch.float32)
-    def test_zero_k_gives_zeros_plus_bias(self, device, dtype):
-        # K = 0 in every layout: the product is empty, the output is the bias.
+    @parametrize("with_bias", [False, True])
+    def test_zero_k_gives_zeros_plus_bias(self, device, dtype, with_bias):
+        # K = 0 in every layout: the product is empty, the output is the bias
+        # (zeros without one: on the tensor-core paths the filling kernel
+        # writes them, with a bias the finishing kernel does).
         offs = make_offsets([2, 0, 3], device)
-        bias = torch.randn(3, 4, device=device, dtype=dtype)
+        bias = (torch.randn(3, 4, device=device, dtype=dtype)
+                if with_bias else None)
         self._run_and_check(_randn(6, 0, device=device, dtype=dtype),
                             _randn(3, 0, 4, device=device, dtype=dtype),
                             offs, bias)

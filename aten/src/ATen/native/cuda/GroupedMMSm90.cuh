@@ -152,9 +152,11 @@ struct Sm90ArgumentWriter {
 
   // kSplit: sums each kernel's CTAs over all groups (every block that
   // stores arguments does the same sum) and applies split_placement.
-  // Block-wide: every thread of the block calls it. Warp shuffles, then one
-  // slot per warp: 64-bit shared atomics are CAS loops, and 256 threads
-  // contending on one address cost microseconds.
+  // Block-wide: every thread of the block calls it, once per kernel (the
+  // shared slots are not reused, so no barrier after the read), with
+  // blockDim.x == kFillThreads. Warp shuffles, then one slot per warp:
+  // 64-bit shared atomics are CAS loops, and 256 threads contending on one
+  // address cost microseconds.
   template <typename OffsT>
   __device__ void prepare(const Geometry& geo, const OffsT* offs) {
     if (out.large_shapes == nullptr) {
