@@ -28,6 +28,26 @@ fi
 export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
+# profile_rows ROWS FILE ARGS...: tools/profile_grouped_mm.py ARGS on each
+# row of ROWS ("case dist pass" separated by ";", from either suite), ours
+# then stock, appended to FILE (the profiler's warnings left out).
+profile_rows() {
+  local rows row pcase pdist ppass shapes impl file=$2
+  IFS=';' read -ra rows <<< "$1"
+  shift 2
+  mkdir -p "$(dirname "$file")"
+  for row in "${rows[@]}"; do
+    read -r pcase pdist ppass <<< "$row"
+    shapes=bench/moe_shapes.json
+    grep -q "\"$pcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
+    for impl in ours stock; do
+      python3 tools/profile_grouped_mm.py --shapes "$shapes" --case "$pcase" \
+        --dist "$pdist" --pass "$ppass" --impl "$impl" "$@" 2>&1 \
+        | grep -v "Warning\|_warn_once" | tee -a "$file"
+      echo | tee -a "$file"
+    done
+  done
+}
 for stage in "$@"; do
   # Pack what is done so far: if the device tool stops the command at its
   # time limit, the finished stages still come back.
@@ -151,38 +171,15 @@ for stage in "$@"; do
       # and host time per call, ours and stock, on KERNEL_ROWS ("case dist
       # pass" separated by ";"): the fill kernel's cost and the split's
       # empty-kernel cost.
-      IFS=';' read -ra krows <<< "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}"
-      mkdir -p "$OUT/kernels"
-      for row in "${krows[@]}"; do
-        read -r kcase kdist kpass <<< "$row"
-        shapes=bench/moe_shapes.json
-        grep -q "\"$kcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
-        for impl in ours stock; do
-          python3 tools/profile_grouped_mm.py --shapes "$shapes" \
-            --case "$kcase" --dist "$kdist" --pass "$kpass" --impl "$impl" \
-            --calls 20 --kernels 2>&1 | tee -a "$OUT/kernels/kernels.md"
-          echo | tee -a "$OUT/kernels/kernels.md"
-        done
-      done
+      profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
+        "$OUT/kernels/kernels.md" --calls 20 --kernels
       ;;
     hostpath)
       # CUDA API calls per call and the host time from a call's start to
       # its first kernel launch, ours and stock, on HOST_ROWS ("case dist
       # pass" separated by ";"): where host-bound rows spend it.
-      IFS=';' read -ra hrows <<< "${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}"
-      mkdir -p "$OUT/hostpath"
-      for row in "${hrows[@]}"; do
-        read -r hcase hdist hpass <<< "$row"
-        shapes=bench/moe_shapes.json
-        grep -q "\"$hcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
-        for impl in ours stock; do
-          python3 tools/profile_grouped_mm.py --shapes "$shapes" \
-            --case "$hcase" --dist "$hdist" --pass "$hpass" --impl "$impl" \
-            --calls 50 --host-path 2>&1 | grep -v "Warning\|_warn_once" \
-            | tee -a "$OUT/hostpath/hostpath.md"
-          echo | tee -a "$OUT/hostpath/hostpath.md"
-        done
-      done
+      profile_rows "${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}" \
+        "$OUT/hostpath/hostpath.md" --calls 50 --host-path
       ;;
     profile)
       # ncu on one row (PROFILE_ROW: case dist pass), ours per tile config

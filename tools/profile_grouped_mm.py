@@ -130,6 +130,14 @@ def call_host_times(events: list[dict[str, Any]]
     return statistics.median(to_first), statistics.median(durations)
 
 
+def _trace_events(prof: Any) -> list[dict[str, Any]]:
+    """The chrome-trace events of a finished torch.profiler run."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as trace_file:
+            return json.load(trace_file)["traceEvents"]
+
+
 def time_host_path(fn: Callable[[], Any], calls: int) -> tuple[
         list[tuple[str, float, float]], tuple[float, float] | None]:
     """CUDA API calls of `calls` profiled calls (after warm-up), and the
@@ -145,10 +153,7 @@ def time_host_path(fn: Callable[[], Any], calls: int) -> tuple[
             with record_function(_CALL_MARK):
                 fn()
         torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        with open(f.name) as trace_file:
-            events = json.load(trace_file)["traceEvents"]
+    events = _trace_events(prof)
     return runtime_table(events, calls), call_host_times(events)
 
 
@@ -170,10 +175,7 @@ def time_kernels(fn: Callable[[], Any], calls: int) -> tuple[
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        with open(f.name) as trace_file:
-            events = json.load(trace_file)["traceEvents"]
+    events = _trace_events(prof)
     return kernel_table(events, calls), host_us
 
 
