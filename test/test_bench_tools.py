@@ -789,6 +789,17 @@ class TestProfileTool(TestCase):
         self.assertIn("--case 'no_such_case' is not in", err.getvalue())
         self.assertIn("deepseek_v3_decode", err.getvalue())
 
+    def test_bias_needs_ours(self):
+        # Stock rejects a bias: refused before anything touches a GPU.
+        import profile_grouped_mm
+        with unittest.mock.patch.object(sys, "argv", [
+                "profile_grouped_mm.py", "--case", "grin_moe", "--bias",
+                "--impl", "stock"]), \
+                contextlib.redirect_stderr(io.StringIO()) as err:
+            with self.assertRaises(SystemExit):
+                profile_grouped_mm.main()
+        self.assertIn("--bias: stock torch._grouped_mm rejects a bias",
+                      err.getvalue())
 
     def test_kernel_table(self):
         import profile_grouped_mm as prof

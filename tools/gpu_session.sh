@@ -29,8 +29,9 @@ export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
 # profile_rows ROWS FILE ARGS...: tools/profile_grouped_mm.py ARGS on each
-# row of ROWS ("case dist pass" separated by ";", from either suite), ours
-# then stock, appended to FILE (the profiler's warnings left out).
+# row of ROWS ("case dist pass" separated by ";", from either suite), for
+# each of ROW_IMPLS (default: ours then stock), appended to FILE (the
+# profiler's warnings left out).
 profile_rows() {
   local rows row pcase pdist ppass shapes impl file=$2
   IFS=';' read -ra rows <<< "$1"
@@ -40,7 +41,7 @@ profile_rows() {
     read -r pcase pdist ppass <<< "$row"
     shapes=bench/moe_shapes.json
     grep -q "\"$pcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
-    for impl in ours stock; do
+    for impl in ${ROW_IMPLS:-ours stock}; do
       python3 tools/profile_grouped_mm.py --shapes "$shapes" --case "$pcase" \
         --dist "$pdist" --pass "$ppass" --impl "$impl" "$@" 2>&1 \
         | grep -v "Warning\|_warn_once" | tee -a "$file"
@@ -173,6 +174,13 @@ for stage in "$@"; do
       # empty-kernel cost.
       profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
         "$OUT/kernels/kernels.md" --calls 20 --kernels
+      ;;
+    biaskernels)
+      # Ours with a per-group bias (stock rejects one): each kernel's GPU
+      # time per call on BIAS_ROWS, to compare builds (the bias as its own
+      # kernel, or fused into the epilogue on branch wip/fused-bias).
+      ROW_IMPLS=ours profile_rows "${BIAS_ROWS:-gpt_oss_120b_w13 balanced fwd;grin_moe balanced fwd;qwen3_30b_a3b_w13 balanced wgrad}" \
+        "$OUT/kernels/bias.md" --calls 20 --kernels --bias
       ;;
     hostpath)
       # CUDA API calls per call and the host time from a call's start to

@@ -8,6 +8,8 @@ or (--kernels) times each kernel a call launches with torch.profiler.
         --kernels    # fill, GEMM(s), finish: launches and us per call
     python3 tools/profile_grouped_mm.py --case grin_moe --host-path
                      # CUDA API calls per call, host us to the first launch
+    python3 tools/profile_grouped_mm.py --case gpt_oss_120b_w13 --kernels \
+        --bias       # ours with a per-group bias: its kernels and their cost
 
 The data, sizes and offsets are those of tools/bench_grouped_mm.py, so a
 kernel profiled here is the one timed there.
@@ -196,7 +198,14 @@ def main() -> None:
                         help="print the CUDA API calls per call with their "
                         "host time, and the host time from a call's start "
                         "to its first kernel launch (torch.profiler)")
+    parser.add_argument("--bias", action="store_true",
+                        help="ours with a per-group bias (G, N) in the "
+                        "inputs' dtype: what the bias costs (stock rejects "
+                        "a bias, so --impl ours only)")
     args = parser.parse_args()
+    if args.bias and args.impl != "ours":
+        parser.error("--bias: stock torch._grouped_mm rejects a bias; "
+                     "use --impl ours")
 
     suite = cases.load_suite(args.shapes)
     case = next((c for c in suite.cases if c.name == args.case), None)
@@ -211,8 +220,14 @@ def main() -> None:
     sizes = cases.group_sizes(args.dist, case.M, case.E)
     offs = torch.tensor(cases.offsets(sizes), device="cuda", dtype=torch.int32)
     fn = bench._callables(inductor=False)[args.impl]
-    title = (f"{args.impl} {case.name} {args.dist} {args.dtype} "
-             f"{args.pass_name}")
+    if args.bias:
+        bias = torch.randn(len(sizes), b.shape[-1], device="cuda",
+                           dtype=a.dtype, generator=gen)  # (G, N)
+
+        def fn(a, b, offs, bias=bias):  # noqa: F811  (ours with a bias)
+            return torch.ops.overlap_ops.grouped_mm(a, b, offs, bias, None)
+    title = (f"{args.impl}{' +bias' if args.bias else ''} {case.name} "
+             f"{args.dist} {args.dtype} {args.pass_name}")
     if args.host_path:
         table, times = time_host_path(lambda: fn(a, b, offs), args.calls)
         print(f"{title}: {args.calls} calls (profiled, CPU + CUDA)")
