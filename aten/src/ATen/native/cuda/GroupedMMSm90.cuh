@@ -168,13 +168,8 @@ struct Sm90ArgumentWriter {
     unsigned long long large = 0;
     for (int64_t g = threadIdx.x; g < geo.num_groups; g += blockDim.x) {
       const Group p = group_problem(geo, offs, g);
-      if (skipped_by_gemm(p)) {
-        continue;
-      }
-      if (prefers_large_tile(p.m, min_odd_tiles)) {
-        large += large_tile_ctas(p.m, p.n);
-      } else {
-        medium += medium_tile_ctas(p.m, p.n);
+      if (!skipped_by_gemm(p)) {
+        count_preferred_ctas(p.m, p.n, min_odd_tiles, medium, large);
       }
     }
     for (int lanes = 16; lanes > 0; lanes /= 2) {
@@ -359,13 +354,13 @@ const char* run_grouped_gemm(
     return "launching the argument-filling kernel failed";
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (const char* error = launch_prepared(first, stream)) {
+    return error;
+  }
   if constexpr (kSplit) {
-    if (const char* error = launch_prepared(first, stream)) {
-      return error;
-    }
     return launch_prepared(large, stream);
   }
-  return launch_prepared(first, stream);
+  return nullptr;
 }
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>

@@ -49,6 +49,20 @@ C10_HOST_DEVICE constexpr int64_t large_tile_ctas(int64_t m, int64_t n) {
       ((n + kLargeTileCols - 1) / kLargeTileCols);
 }
 
+// Adds a non-empty m x n group's CTAs to the count of the kernel it
+// prefers: the input of split_placement, counted alike by the filling
+// kernel and by place_split_groups.
+template <typename Count>
+C10_HOST_DEVICE inline void count_preferred_ctas(
+    int64_t m, int64_t n, int64_t min_odd_tiles, Count& medium,
+    Count& large) {
+  if (prefers_large_tile(m, min_odd_tiles)) {
+    large += large_tile_ctas(m, n);
+  } else {
+    medium += medium_tile_ctas(m, n);
+  }
+}
+
 // The whole call's view. A kernel left with less than one wave of CTAs
 // (fewer than the SMs it may use) would run alone on part of the GPU,
 // serialised with the other: grin_moe skewed put 50 CTAs on the large
@@ -87,13 +101,8 @@ inline std::vector<SplitKernel> place_split_groups(
   int64_t medium = 0;
   int64_t large = 0;
   for (const int64_t m : group_rows) {
-    if (m <= 0 || n <= 0) {
-      continue;
-    }
-    if (prefers_large_tile(m, min_odd_tiles)) {
-      large += large_tile_ctas(m, n);
-    } else {
-      medium += medium_tile_ctas(m, n);
+    if (m > 0 && n > 0) {
+      count_preferred_ctas(m, n, min_odd_tiles, medium, large);
     }
   }
   const SplitPlacement placement = split_placement(medium, large, wave);
