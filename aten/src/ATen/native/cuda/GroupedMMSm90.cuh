@@ -20,6 +20,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/dispatch_policy.hpp>
@@ -81,14 +82,27 @@ struct GroupedGemm {
   static constexpr int kAlignIn = 16 / sizeof(ElementIn);
   static constexpr int kAlignOut = 16 / sizeof(ElementOut);
 
+  // D = acc + the group's bias row, fused into the epilogue: a pointer per
+  // group (filled on the device), or no pointer array at all, and the row
+  // broadcast adds zeros (EnableNullptr), so calls with and without a bias
+  // share one kernel. Scalar bias loads (alignment 1): a bias row starts
+  // wherever group g * N floats puts it.
+  using BiasRow = cutlass::epilogue::fusion::Sm90RowBroadcast<
+      0, typename Config::TileShape, float*, float,
+      cute::Stride<cute::_0, cute::_1, cute::_0>, 1>;
+  using EpilogueOp = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<
+          cutlass::plus, ElementOut, ElementAcc,
+          cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90AccFetch, BiasRow>;
+
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       typename Config::TileShape, typename Config::ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc,
       void, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
       typename Config::EpilogueSchedule,
-      cutlass::epilogue::fusion::LinearCombination<ElementOut, ElementAcc>>::
-      CollectiveOp;
+      EpilogueOp>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn,
@@ -133,6 +147,8 @@ struct DeviceArguments {
   typename G::StrideA* stride_a;
   typename G::StrideB* stride_b;
   typename G::StrideD* stride_d;
+  // The group's bias row (nullptr without a bias: no array then).
+  const float** bias = nullptr;
 };
 
 // Stores one group's problem in the pointer-array kernel's format; run by
@@ -147,6 +163,8 @@ struct Sm90ArgumentWriter {
   // kSplit only (out.large_shapes set):
   int64_t min_odd_tiles = 0;  // see prefers_large_tile
   int64_t sm_limit = 0;       // the persistent grids' CTA count
+  const float* bias = nullptr;  // (G, N) float32, or nullptr
+  int64_t bias_row_stride = 0;  // N
   // Set by prepare() (kSplit): which kernel each group may run on.
   SplitPlacement placement = SplitPlacement::kBySize;
 
@@ -204,6 +222,9 @@ struct Sm90ArgumentWriter {
     out.a[g] = a + p.a_offset;
     out.b[g] = b + p.b_offset;
     out.d[g] = d + p.d_offset;
+    if (out.bias != nullptr) {
+      out.bias[g] = bias + g * bias_row_stride;
+    }
     out.stride_a[g] =
         stride_with_leading_dim<typename G::StrideA>(ld.a);
     out.stride_b[g] =
@@ -220,7 +241,7 @@ inline int64_t align_up(int64_t bytes) {
 // Carves the per-group argument arrays out of one device allocation.
 template <typename G>
 DeviceArguments<G> carve_arguments(
-    Tensor& storage, int64_t groups, bool split) {
+    Tensor& storage, int64_t groups, bool split, bool bias) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
@@ -230,7 +251,8 @@ DeviceArguments<G> carve_arguments(
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(typename G::StrideA))),
       align_up(groups * int64_t(sizeof(typename G::StrideB))),
-      align_up(groups * int64_t(sizeof(typename G::StrideD)))};
+      align_up(groups * int64_t(sizeof(typename G::StrideD))),
+      bias ? align_up(groups * int64_t(sizeof(float*))) : 0};
   int64_t total = 0;
   for (int64_t s : sizes) {
     total += s;
@@ -253,6 +275,8 @@ DeviceArguments<G> carve_arguments(
   args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
   p += sizes[6];
   args.stride_d = reinterpret_cast<typename G::StrideD*>(p);
+  p += sizes[7];
+  args.bias = bias ? reinterpret_cast<const float**>(p) : nullptr;
   return args;
 }
 
@@ -280,8 +304,9 @@ const char* prepare_gemm(
       {static_cast<int>(args.geo.num_groups), shapes, nullptr},
       {dev.a, dev.stride_a, dev.b, dev.stride_b},
       {{}, nullptr, nullptr, dev.d, dev.stride_d}};
-  arguments.epilogue.thread.alpha = 1.f;
-  arguments.epilogue.thread.beta = 0.f;
+  // The epilogue tree's arguments: children first (accumulator, bias row),
+  // then the node (plus).
+  arguments.epilogue.thread = {{}, {dev.bias, 0.f, {}}, {}};
   arguments.hw_info.device_id = args.out.get_device();
   // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
   arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
@@ -330,7 +355,8 @@ const char* run_grouped_gemm(
       std::is_same_v<typename G::ElementOut, typename Large::ElementOut>);
   Tensor storage;
   DeviceArguments<G> dev =
-      carve_arguments<G>(storage, args.geo.num_groups, kSplit);
+      carve_arguments<G>(storage, args.geo.num_groups, kSplit,
+                         args.bias.defined());
   PreparedGemm<G> first;
   if (const char* error = prepare_gemm<G>(args, dev, dev.shapes, first)) {
     return error;
@@ -338,8 +364,8 @@ const char* run_grouped_gemm(
   PreparedGemm<Large> large;
   if constexpr (kSplit) {
     const DeviceArguments<Large> large_dev{
-        dev.large_shapes, nullptr,     dev.a,        dev.b,
-        dev.d,            dev.stride_a, dev.stride_b, dev.stride_d};
+        dev.large_shapes, nullptr,      dev.a,        dev.b,       dev.d,
+        dev.stride_a,     dev.stride_b, dev.stride_d, dev.bias};
     if (const char* error =
             prepare_gemm<Large>(args, large_dev, dev.large_shapes, large)) {
       return error;
@@ -348,9 +374,13 @@ const char* run_grouped_gemm(
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
+  const float* bias =
+      args.bias.defined() ? args.bias.const_data_ptr<float>() : nullptr;
   const Sm90ArgumentWriter<G> writer{
-      a, b, d, ld, dev, choice.min_odd_tiles, args.sm_limit};
-  if (!launch_fill_group_arguments(args, writer)) {
+      a,    b,           d, ld, dev, choice.min_odd_tiles, args.sm_limit,
+      bias, args.geo.n};
+  // The epilogue adds the bias; the fill writes it into k = 0 groups.
+  if (!launch_fill_group_arguments(args, writer, /*bias_fused=*/true)) {
     return "launching the argument-filling kernel failed";
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
