@@ -19,8 +19,9 @@ constexpr int kFillThreads = 256;
 
 // Groups that the tensor-core GEMM is told to skip (as an m = 0 problem).
 // The libraries leave a k = 0 output unwritten (CUTLASS 3.x) or would spend
-// a tile on it, so the fill (no bias) or launch_finish_groups (bias) writes
-// those zeros instead.
+// a tile on it, so the fill writes those groups instead (zeros, or bias
+// rows when the GEMM's epilogue adds the bias), or launch_finish_groups
+// does (SM80 with a bias).
 __device__ __forceinline__ bool skipped_by_gemm(const Group& p) {
   return p.m == 0 || p.n == 0 || p.k == 0;
 }
@@ -130,9 +131,10 @@ __device__ void write_group_bias_rows(
   }
 }
 
-// Also zeros the output past the last group and, without a bias, the k = 0
-// groups (`out`, the output viewed as units of its element size): one
-// launch instead of three on the tensor-core paths. Writer::prepare runs
+// Also zeros the output past the last group and writes the k = 0 groups
+// (zeros, or bias rows with a fused bias; `out` is the output viewed as
+// units of its element size): one launch instead of three on the
+// tensor-core paths. Writer::prepare runs
 // first in every block that stores arguments, with every thread, so a
 // writer may place groups by a view of the whole call.
 template <typename OffsT, typename Writer, typename Unit>

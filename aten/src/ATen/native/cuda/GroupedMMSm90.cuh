@@ -85,8 +85,10 @@ struct GroupedGemm {
   // D = acc + the group's bias row, fused into the epilogue: a pointer per
   // group (filled on the device), or no pointer array at all, and the row
   // broadcast adds zeros (EnableNullptr), so calls with and without a bias
-  // share one kernel. Scalar bias loads (alignment 1): a bias row starts
-  // wherever group g * N floats puts it.
+  // share one kernel. The broadcast loads the row element by element, so
+  // a bias row may start wherever group g * N floats puts it. It fits in
+  // the epilogue's padding: no config loses a mainloop stage (a review's
+  // count, to confirm on the GPU).
   using BiasRow = cutlass::epilogue::fusion::Sm90RowBroadcast<
       0, typename Config::TileShape, float*, float,
       cute::Stride<cute::_0, cute::_1, cute::_0>, 1>;
