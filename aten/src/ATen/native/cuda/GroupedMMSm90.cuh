@@ -222,10 +222,45 @@ inline int64_t align_up(int64_t bytes) {
   return (bytes + 127) / 128 * 128;
 }
 
-// Carves the per-group argument arrays out of one device allocation.
+// CUTLASS arguments of G over `shapes`, with the pointers and strides of
+// `dev` (null pointers are fine for sizing the workspace).
 template <typename G>
-DeviceArguments<G> carve_arguments(
-    Tensor& storage, int64_t groups, bool split) {
+typename G::Gemm::Arguments gemm_arguments(
+    const LaunchArgs& args, const DeviceArguments<G>& dev,
+    typename ProblemShape::UnderlyingProblemShape* shapes) {
+  typename G::Gemm::Arguments arguments{
+      cutlass::gemm::GemmUniversalMode::kGrouped,
+      {static_cast<int>(args.geo.num_groups), shapes, nullptr},
+      {dev.a, dev.stride_a, dev.b, dev.stride_b},
+      {{}, nullptr, nullptr, dev.d, dev.stride_d}};
+  arguments.epilogue.thread.alpha = 1.f;
+  arguments.epilogue.thread.beta = 0.f;
+  arguments.hw_info.device_id = args.out.get_device();
+  // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
+  arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
+  return arguments;
+}
+
+template <typename G>
+int64_t gemm_workspace_bytes(const LaunchArgs& args) {
+  return static_cast<int64_t>(G::Gemm::get_workspace_size(
+      gemm_arguments<G>(args, DeviceArguments<G>{}, nullptr)));
+}
+
+// Where the per-group argument arrays and the GEMMs' workspaces live: one
+// device allocation per call (each allocation is host time before the
+// first launch).
+template <typename G>
+struct CallStorage {
+  DeviceArguments<G> dev;
+  void* workspace = nullptr;
+  void* large_workspace = nullptr;  // kSplit only
+};
+
+template <typename G>
+CallStorage<G> carve_call_storage(
+    Tensor& storage, int64_t groups, bool split, int64_t workspace_bytes,
+    int64_t large_workspace_bytes) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
@@ -235,14 +270,17 @@ DeviceArguments<G> carve_arguments(
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(typename G::StrideA))),
       align_up(groups * int64_t(sizeof(typename G::StrideB))),
-      align_up(groups * int64_t(sizeof(typename G::StrideD)))};
+      align_up(groups * int64_t(sizeof(typename G::StrideD))),
+      align_up(workspace_bytes),
+      split ? align_up(large_workspace_bytes) : 0};
   int64_t total = 0;
   for (int64_t s : sizes) {
     total += s;
   }
   storage = at::empty({total}, TensorOptions().dtype(kByte).device(kCUDA));
   char* p = static_cast<char*>(storage.mutable_data_ptr());
-  DeviceArguments<G> args;
+  CallStorage<G> call;
+  DeviceArguments<G>& args = call.dev;
   args.shapes = reinterpret_cast<Shape*>(p);
   p += sizes[0];
   args.large_shapes = split ? reinterpret_cast<Shape*>(p) : nullptr;
@@ -258,57 +296,47 @@ DeviceArguments<G> carve_arguments(
   args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
   p += sizes[6];
   args.stride_d = reinterpret_cast<typename G::StrideD*>(p);
-  return args;
+  p += sizes[7];
+  call.workspace = p;
+  p += sizes[8];
+  call.large_workspace = split ? p : nullptr;
+  return call;
 }
 
-// G's kernel, checked and initialised, not yet launched.
+// G's kernel, checked by CUTLASS, not yet initialised or launched.
 template <typename G>
-struct PreparedGemm {
+struct CheckedGemm {
   typename G::Gemm gemm;
-  Tensor workspace;
+  typename G::Gemm::Arguments arguments;
+  void* workspace;
 };
 
-// Checks and initialises G over `shapes` with the pointers and strides of
-// `dev`; launches nothing. The problem shapes are read on the device only,
-// so this can run before the filling kernel. Returns nullptr, or what
-// CUTLASS refused. Raising is left to the host-compiled caller (see
-// GroupedMMCUDA.cpp).
+// Builds G's arguments over `shapes` and asks CUTLASS whether it can run
+// them; launches nothing. Returns nullptr, or what CUTLASS refused.
+// Raising is left to the host-compiled caller (see GroupedMMCUDA.cpp).
 template <typename G>
-const char* prepare_gemm(
-    const LaunchArgs& args,
-    const DeviceArguments<G>& dev,
-    typename ProblemShape::UnderlyingProblemShape* shapes,
-    PreparedGemm<G>& prepared) {
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  typename G::Gemm::Arguments arguments{
-      cutlass::gemm::GemmUniversalMode::kGrouped,
-      {static_cast<int>(args.geo.num_groups), shapes, nullptr},
-      {dev.a, dev.stride_a, dev.b, dev.stride_b},
-      {{}, nullptr, nullptr, dev.d, dev.stride_d}};
-  arguments.epilogue.thread.alpha = 1.f;
-  arguments.epilogue.thread.beta = 0.f;
-  arguments.hw_info.device_id = args.out.get_device();
-  // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
-  arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
-
-  const size_t workspace_bytes = G::Gemm::get_workspace_size(arguments);
-  prepared.workspace = at::empty(
-      {static_cast<int64_t>(workspace_bytes)},
-      TensorOptions().dtype(kByte).device(args.out.device()));
-  if (prepared.gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
+const char* check_gemm(
+    const LaunchArgs& args, const DeviceArguments<G>& dev,
+    typename ProblemShape::UnderlyingProblemShape* shapes, void* workspace,
+    CheckedGemm<G>& checked) {
+  checked.arguments = gemm_arguments<G>(args, dev, shapes);
+  checked.workspace = workspace;
+  if (checked.gemm.can_implement(checked.arguments) !=
+      cutlass::Status::kSuccess) {
     return "CUTLASS can_implement rejected the operands";
-  }
-  if (prepared.gemm.initialize(arguments,
-                               prepared.workspace.mutable_data_ptr(),
-                               stream) != cutlass::Status::kSuccess) {
-    return "CUTLASS initialize failed";
   }
   return nullptr;
 }
 
+// Initialises (host-side parameters; the problem shapes are read on the
+// device only) and launches a checked kernel.
 template <typename G>
-const char* launch_prepared(PreparedGemm<G>& prepared, cudaStream_t stream) {
-  if (prepared.gemm.run(stream) != cutlass::Status::kSuccess) {
+const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
+  if (checked.gemm.initialize(checked.arguments, checked.workspace,
+                              stream) != cutlass::Status::kSuccess) {
+    return "CUTLASS initialize failed";
+  }
+  if (checked.gemm.run(stream) != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
   }
   return nullptr;
@@ -317,7 +345,8 @@ const char* launch_prepared(PreparedGemm<G>& prepared, cudaStream_t stream) {
 // Fills the per-group arguments from the offsets, then launches G (or, with
 // GLarge, G for the groups the placement leaves to it and GLarge for the
 // rest: both read the same pointers and strides). Every kernel is checked
-// before anything is launched, so a refusal leaves the output untouched.
+// by can_implement before anything is launched, so a refusal leaves the
+// output untouched.
 template <typename G, typename GLarge = void>
 const char* run_grouped_gemm(
     const LaunchArgs& args, const LeadingDims& ld,
@@ -334,22 +363,27 @@ const char* run_grouped_gemm(
   static_assert(
       std::is_same_v<typename G::ElementOut, typename Large::ElementOut>);
   Tensor storage;
-  DeviceArguments<G> dev =
-      carve_arguments<G>(storage, args.geo.num_groups, kSplit);
-  PreparedGemm<G> first;
-  if (const char* error = prepare_gemm<G>(args, dev, dev.shapes, first)) {
+  const CallStorage<G> call = carve_call_storage<G>(
+      storage, args.geo.num_groups, kSplit, gemm_workspace_bytes<G>(args),
+      kSplit ? gemm_workspace_bytes<Large>(args) : 0);
+  const DeviceArguments<G>& dev = call.dev;
+  CheckedGemm<G> first;
+  if (const char* error =
+          check_gemm<G>(args, dev, dev.shapes, call.workspace, first)) {
     return error;
   }
-  PreparedGemm<Large> large;
+  CheckedGemm<Large> large;
   if constexpr (kSplit) {
     const DeviceArguments<Large> large_dev{
         dev.large_shapes, nullptr,     dev.a,        dev.b,
         dev.d,            dev.stride_a, dev.stride_b, dev.stride_d};
-    if (const char* error =
-            prepare_gemm<Large>(args, large_dev, dev.large_shapes, large)) {
+    if (const char* error = check_gemm<Large>(
+            args, large_dev, dev.large_shapes, call.large_workspace, large)) {
       return error;
     }
   }
+  // Every kernel is checked; the fill goes first, and CUTLASS's host-side
+  // initialisation of each kernel overlaps it.
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
@@ -359,13 +393,13 @@ const char* run_grouped_gemm(
     return "launching the argument-filling kernel failed";
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  if constexpr (kSplit) {
-    if (const char* error = launch_prepared(first, stream)) {
-      return error;
-    }
-    return launch_prepared(large, stream);
+  if (const char* error = launch_checked(first, stream)) {
+    return error;
   }
-  return launch_prepared(first, stream);
+  if constexpr (kSplit) {
+    return launch_checked(large, stream);
+  }
+  return nullptr;
 }
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
