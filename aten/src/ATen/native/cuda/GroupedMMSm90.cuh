@@ -338,13 +338,15 @@ const char* check_gemm(
 // mainloop, pointer-array epilogue with a linear combination, group tile
 // scheduler: none of them writes a workspace on the host side).
 template <typename G>
-cutlass::Status set_parameters(CheckedGemm<G>& checked, cudaStream_t stream) {
+cutlass::Status set_parameters(
+    CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
   constexpr int kMaxDevices = 64;
   static std::atomic<uint64_t> attribute_set{0};  // a bit per device
   const int device = checked.arguments.hw_info.device_id;
   const uint64_t bit =
       device >= 0 && device < kMaxDevices ? uint64_t(1) << device : 0;
-  if (bit != 0 && (attribute_set.load(std::memory_order_acquire) & bit)) {
+  if (!initialize_always && bit != 0 &&
+      (attribute_set.load(std::memory_order_acquire) & bit)) {
     return checked.gemm.update(checked.arguments, checked.workspace);
   }
   const cutlass::Status status =
@@ -355,13 +357,18 @@ cutlass::Status set_parameters(CheckedGemm<G>& checked, cudaStream_t stream) {
   return status;
 }
 
-// Sets the parameters of a checked kernel (host-side only; the problem
-// shapes are read on the device) and launches it.
 template <typename G>
-const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
-  if (set_parameters(checked, stream) != cutlass::Status::kSuccess) {
+const char* set_checked_parameters(
+    CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
+  if (set_parameters(checked, stream, initialize_always) !=
+      cutlass::Status::kSuccess) {
     return "CUTLASS initialize failed";
   }
+  return nullptr;
+}
+
+template <typename G>
+const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
   if (checked.gemm.run(stream) != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
   }
@@ -409,7 +416,20 @@ const char* run_grouped_gemm(
     }
   }
   // Every kernel is checked; the fill goes first, and CUTLASS's host-side
-  // initialisation of each kernel overlaps it.
+  // initialisation of each kernel overlaps it (HostPath::kClassic: every
+  // kernel initialised on every call, before the fill, for A/B runs).
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const bool classic = choice.host_path == HostPath::kClassic;
+  if (classic) {
+    if (const char* error = set_checked_parameters(first, stream, true)) {
+      return error;
+    }
+    if constexpr (kSplit) {
+      if (const char* error = set_checked_parameters(large, stream, true)) {
+        return error;
+      }
+    }
+  }
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
@@ -418,11 +438,20 @@ const char* run_grouped_gemm(
   if (!launch_fill_group_arguments(args, writer)) {
     return "launching the argument-filling kernel failed";
   }
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (!classic) {
+    if (const char* error = set_checked_parameters(first, stream, false)) {
+      return error;
+    }
+  }
   if (const char* error = launch_checked(first, stream)) {
     return error;
   }
   if constexpr (kSplit) {
+    if (!classic) {
+      if (const char* error = set_checked_parameters(large, stream, false)) {
+        return error;
+      }
+    }
     return launch_checked(large, stream);
   }
   return nullptr;
@@ -437,13 +466,13 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
   using Large = GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>;
   switch (choice.config) {
     case TileConfig::kSmall:
-      return run_grouped_gemm<Small>(args, ld);
+      return run_grouped_gemm<Small>(args, ld, choice);
     case TileConfig::kMedium:
-      return run_grouped_gemm<Medium>(args, ld);
+      return run_grouped_gemm<Medium>(args, ld, choice);
     case TileConfig::kSplit:
       return run_grouped_gemm<Medium, Large>(args, ld, choice);
     default:
-      return run_grouped_gemm<Large>(args, ld);
+      return run_grouped_gemm<Large>(args, ld, choice);
   }
 }
 
