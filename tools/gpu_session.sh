@@ -191,7 +191,7 @@ for stage in "$@"; do
       # pass" separated by ";"): the fill kernel's cost and the split's
       # empty-kernel cost.
       profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
-        "$OUT/kernels/kernels.md" --calls 20 --kernels
+        "$OUT/kernels/kernels.md" --calls 20 --kernels ${KERNEL_ARGS:-}
       ;;
     biaskernels)
       # Ours with a per-group bias (stock rejects one): each kernel's GPU
