@@ -245,6 +245,14 @@ for stage in "$@"; do
       echo "bench: $left s left"
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
+    benchextra)
+      # The second suite (bench/moe_shapes_extra.json) into $OUT/extra.
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "benchextra: $left s left"
+      mkdir -p "$OUT/extra"
+      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/extra" \
+        --shapes bench/moe_shapes_extra.json ${EXTRA_ARGS:-} 2>&1 | tail -12
+      ;;
     benchsm80)
       # Forced SM80 path vs stock torch into $OUT/sm80, then the same rows
       # with default dispatch (our Hopper kernels) into $OUT/sm80/hopper, and
