@@ -206,11 +206,18 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
                 self.assertTrue(
                     any("fill_group_arguments" in n for n in names), names)
         if call == "fwd_bias":
-            # The bias: the finishing kernel after a tensor-core GEMM, the
-            # generic kernel's own epilogue otherwise.
-            added_by = ("finish_groups_kernel" if family in _FILL_KERNEL
-                        else "generic_grouped_mm_kernel")
-            self.assertTrue(any(added_by in n for n in names), names)
+            # The bias: the Hopper GEMM's epilogue (no other kernel, unless
+            # OVERLAP_OPS_SM90_BIAS=kernel), the finishing kernel after the
+            # SM80 GEMM, the generic kernel's own epilogue.
+            finished = any("finish_groups_kernel" in n for n in names)
+            bias_kernel = os.environ.get("OVERLAP_OPS_SM90_BIAS") == "kernel"
+            self.assertEqual(
+                finished, family == "sm80" or (family == "sm90" and bias_kernel),
+                names)
+            if family == "generic":
+                self.assertTrue(
+                    any("generic_grouped_mm_kernel" in n for n in names),
+                    names)
         if _expects_relayout(call, device, dtype):
             self.assertTrue(any("relayout_kernel" in n for n in names), names)
         for name, blocks in grids:

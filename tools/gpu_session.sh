@@ -76,6 +76,17 @@ for stage in "$@"; do
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
       done
       ;;
+    testswitches)
+      # The SM90 A/B switches' other settings (the defaults run in test):
+      # the bias added by the finishing kernel, and CUTLASS initialised on
+      # every call before the fill.
+      OVERLAP_OPS_SM90_BIAS=kernel python3 -m pytest -q \
+        test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
+        -k "CUDA and bias" 2>&1 | tee "$OUT/test_bias_kernel.log" | tail -3
+      OVERLAP_OPS_SM90_HOST_PATH=classic python3 -m pytest -q \
+        test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
+        | tee "$OUT/test_host_classic.log" | tail -3
+      ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
@@ -142,6 +153,13 @@ for stage in "$@"; do
         --out "$OUT/host" 2>&1 | tail -8
       python3 tools/bench_host_overhead.py --device cuda --dtype bf16 \
         --shape 32 32 1024 1024 --out "$OUT/host/granitemoe" 2>&1 | tail -6
+      # The same with CUTLASS initialised on every call, before the fill.
+      echo "-- OVERLAP_OPS_SM90_HOST_PATH=classic"
+      OVERLAP_OPS_SM90_HOST_PATH=classic python3 tools/bench_host_overhead.py \
+        --device cuda --dtype bf16 --out "$OUT/host/classic" 2>&1 | tail -8
+      OVERLAP_OPS_SM90_HOST_PATH=classic python3 tools/bench_host_overhead.py \
+        --device cuda --dtype bf16 --shape 32 32 1024 1024 \
+        --out "$OUT/host/classic_granitemoe" 2>&1 | tail -6
       ;;
     moe)
       # MoE FFN layer, ours vs stock, eager and compiled; each (layer, impl)
@@ -173,20 +191,32 @@ for stage in "$@"; do
       # pass" separated by ";"): the fill kernel's cost and the split's
       # empty-kernel cost.
       profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
-        "$OUT/kernels/kernels.md" --calls 20 --kernels
+        "$OUT/kernels/kernels.md" --calls 20 --kernels ${KERNEL_ARGS:-}
       ;;
     biaskernels)
       # Ours with a per-group bias (stock rejects one): each kernel's GPU
-      # time per call on BIAS_ROWS, to compare builds (the bias as its own
-      # kernel, or fused into the epilogue on branch wip/fused-bias).
-      ROW_IMPLS=ours profile_rows "${BIAS_ROWS:-gpt_oss_120b_w13 balanced fwd;grin_moe balanced fwd;qwen3_30b_a3b_w13 balanced wgrad}" \
-        "$OUT/kernels/bias.md" --calls 20 --kernels --bias
+      # time per call on BIAS_ROWS, with the bias in the GEMM's epilogue
+      # and with the finishing kernel adding it (OVERLAP_OPS_SM90_BIAS).
+      mkdir -p "$OUT/kernels"
+      for bias_path in epilogue kernel; do
+        echo "## OVERLAP_OPS_SM90_BIAS=$bias_path" | tee -a "$OUT/kernels/bias.md"
+        OVERLAP_OPS_SM90_BIAS=$bias_path ROW_IMPLS=ours profile_rows \
+          "${BIAS_ROWS:-gpt_oss_120b_w13 balanced fwd;grin_moe balanced fwd;qwen3_30b_a3b_w13 balanced wgrad}" \
+          "$OUT/kernels/bias.md" --calls 20 --kernels --bias
+      done
       ;;
     hostpath)
       # CUDA API calls per call and the host time from a call's start to
       # its first kernel launch, ours and stock, on HOST_ROWS ("case dist
       # pass" separated by ";"): where host-bound rows spend it.
-      profile_rows "${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}" \
+      # Ours twice: CUTLASS initialised after the fill and once per kernel
+      # (lean, the default), and on every call before the fill (classic).
+      mkdir -p "$OUT/hostpath"
+      rows="${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}"
+      echo "## OVERLAP_OPS_SM90_HOST_PATH=lean" | tee -a "$OUT/hostpath/hostpath.md"
+      profile_rows "$rows" "$OUT/hostpath/hostpath.md" --calls 50 --host-path
+      echo "## OVERLAP_OPS_SM90_HOST_PATH=classic" | tee -a "$OUT/hostpath/hostpath.md"
+      OVERLAP_OPS_SM90_HOST_PATH=classic ROW_IMPLS=ours profile_rows "$rows" \
         "$OUT/hostpath/hostpath.md" --calls 50 --host-path
       ;;
     profile)
@@ -214,6 +244,14 @@ for stage in "$@"; do
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
       echo "bench: $left s left"
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
+      ;;
+    benchextra)
+      # The second suite (bench/moe_shapes_extra.json) into $OUT/extra.
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "benchextra: $left s left"
+      mkdir -p "$OUT/extra"
+      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/extra" \
+        --shapes bench/moe_shapes_extra.json ${EXTRA_ARGS:-} 2>&1 | tail -12
       ;;
     benchsm80)
       # Forced SM80 path vs stock torch into $OUT/sm80, then the same rows

@@ -186,7 +186,8 @@ def main() -> None:
     parser.add_argument("--shapes", default=str(bench.REPO / "bench" / "moe_shapes.json"))
     parser.add_argument("--case", required=True)
     parser.add_argument("--dist", default="balanced")
-    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"],
+                        help="fp32 runs as tf32, as in the bench")
     parser.add_argument("--pass", dest="pass_name", default="fwd",
                         choices=["fwd", "dgrad", "wgrad"])
     parser.add_argument("--impl", default="ours", choices=["ours", "stock"])
@@ -214,6 +215,8 @@ def main() -> None:
                      + ", ".join(c.name for c in suite.cases))
     if args.impl == "ours":
         import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
+    if args.dtype == "fp32":
+        torch.backends.cuda.matmul.allow_tf32 = True  # as the bench runs it
     spec = bench.RowSpec(case, args.dist, args.dtype, args.pass_name)
     gen = torch.Generator(device="cuda").manual_seed(0)
     a, b = bench._operands(spec, gen)

@@ -19,8 +19,9 @@ constexpr int kFillThreads = 256;
 
 // Groups that the tensor-core GEMM is told to skip (as an m = 0 problem).
 // The libraries leave a k = 0 output unwritten (CUTLASS 3.x) or would spend
-// a tile on it, so the fill (no bias) or launch_finish_groups (bias) writes
-// those zeros instead.
+// a tile on it, so the fill writes those groups instead (zeros, or bias
+// rows when the GEMM's epilogue adds the bias), or launch_finish_groups
+// does (SM80 with a bias).
 __device__ __forceinline__ bool skipped_by_gemm(const Group& p) {
   return p.m == 0 || p.n == 0 || p.k == 0;
 }
@@ -108,13 +109,32 @@ __device__ void zero_group_output(
 // What the fill writes besides the arguments (decided on the host,
 // fill_writes_k0_groups in GroupedMMKernels.h).
 struct FillOutputs {
-  bool zero_k0_groups;  // no bias: the k = 0 groups' zeros
+  bool zero_k0_groups;  // the k = 0 groups' zeros (or bias rows)
   bool vector_stores;   // output_takes_vector_stores
+  // When the GEMM's epilogue adds the bias (bias_fused), k = 0 groups,
+  // which the GEMM skips, get their bias row here: (G, N) float32.
+  const float* k0_bias;
 };
 
-// Also zeros the output past the last group and, without a bias, the k = 0
-// groups (`out`, the output viewed as units of its element size): one
-// launch instead of three on the tensor-core paths. Writer::prepare runs
+// Writes group p's bias row into each of its output rows, grid-stride
+// (a k = 0 group whose GEMM was skipped: its output is the bias alone).
+template <typename Out>
+__device__ void write_group_bias_rows(
+    const Geometry& geo, Out* d, const Group& p, const float* bias_row) {
+  const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t threads = int64_t(gridDim.x) * blockDim.x;
+  const int64_t count = p.m * p.n;
+  for (int64_t i = thread; i < count; i += threads) {
+    const int64_t r = i / p.n;
+    const int64_t c = i - r * p.n;
+    d[p.d_offset + r * geo.d.row + c * geo.d.col] = Out(bias_row[c]);
+  }
+}
+
+// Also zeros the output past the last group and writes the k = 0 groups
+// (zeros, or bias rows with a fused bias; `out` is the output viewed as
+// units of its element size): one launch instead of three on the
+// tensor-core paths. Writer::prepare runs
 // first in every block that stores arguments, with every thread, so a
 // writer may place groups by a view of the whole call.
 template <typename OffsT, typename Writer, typename Unit>
@@ -133,10 +153,16 @@ __global__ void fill_group_arguments(
   }
   zero_past_last_group(geo, out, offs);
   if (extra.zero_k0_groups) {
+    using Out = std::remove_pointer_t<decltype(Writer::d)>;
     for_each_group_where<kFillThreads>(
         geo, offs, [](const Group& p) { return p.k == 0; },
-        [&](int64_t, const Group& p) {
-          zero_group_output(geo, out, p, extra.vector_stores);
+        [&](int64_t g, const Group& p) {
+          if (extra.k0_bias != nullptr) {
+            write_group_bias_rows(geo, reinterpret_cast<Out*>(out), p,
+                                  extra.k0_bias + g * geo.n);
+          } else {
+            zero_group_output(geo, out, p, extra.vector_stores);
+          }
         });
   }
 }
@@ -146,7 +172,8 @@ __global__ void fill_group_arguments(
 // caller. Writer::d points at the output, so its element type
 // gives the zeroing's store unit at compile time.
 template <typename Writer>
-bool launch_fill_group_arguments(const LaunchArgs& args, const Writer& write) {
+bool launch_fill_group_arguments(
+    const LaunchArgs& args, const Writer& write, bool bias_fused = false) {
   using Out = std::remove_pointer_t<decltype(Writer::d)>;
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4,
                 "tensor-core outputs are bf16, fp16 or fp32");
@@ -158,7 +185,10 @@ bool launch_fill_group_arguments(const LaunchArgs& args, const Writer& write) {
       static_cast<int>(std::max<int64_t>(1, args.sm_limit));
   auto* out = static_cast<Unit*>(args.out.mutable_data_ptr());
   const FillOutputs extra{
-      fill_writes_k0_groups(args), output_takes_vector_stores(args)};
+      fill_writes_k0_groups(args, bias_fused),
+      output_takes_vector_stores(args),
+      bias_fused && args.bias.defined() ? args.bias.const_data_ptr<float>()
+                                        : nullptr};
   dispatch_offs(args.offs, [&](auto offs) {
     fill_group_arguments<<<blocks, kFillThreads, 0, stream>>>(
         args.geo, offs, write, out, extra);

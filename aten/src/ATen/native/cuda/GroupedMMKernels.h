@@ -53,11 +53,14 @@ inline bool may_have_k0_groups(const Geometry& geo) {
   return geo.grouped == GroupedDim::kReduction || geo.k == 0;
 }
 
-// The tensor-core paths write k = 0 groups' zeros in the argument-filling
-// kernel when there is no bias; with a bias, launch_finish_groups writes
-// them (bias rows) along with the bias of every other group.
-inline bool fill_writes_k0_groups(const LaunchArgs& args) {
-  return may_have_k0_groups(args.geo) && !args.bias.defined();
+// The tensor-core paths write k = 0 groups in the argument-filling kernel:
+// zeros without a bias, bias rows when the GEMM's epilogue adds the bias
+// (bias_fused: the Hopper path). Otherwise (SM80 with a bias)
+// launch_finish_groups writes them along with the bias of every other
+// group.
+inline bool fill_writes_k0_groups(const LaunchArgs& args, bool bias_fused) {
+  return may_have_k0_groups(args.geo) &&
+      (!args.bias.defined() || bias_fused);
 }
 
 // 16-byte stores fit the output of the per-group writers: unit column
@@ -102,9 +105,10 @@ void launch_generic_grouped_mm(const LaunchArgs& args);
 // Zeros rows (kRows) or columns (kCols) of out past the clamped offs[-1].
 void launch_zero_tail(const LaunchArgs& args);
 
-// After a tensor-core GEMM with a bias: writes the bias into k = 0 groups
-// and adds it to the other groups. No-op without a bias (the fill wrote the
-// k = 0 zeros then, fill_writes_k0_groups).
+// After a tensor-core GEMM with a bias whose epilogue does not add it (the
+// SM80 path): writes the bias into k = 0 groups and adds it to the other
+// groups. No-op without a bias (the fill wrote the k = 0 zeros then,
+// fill_writes_k0_groups).
 void launch_finish_groups(const LaunchArgs& args);
 
 // dst.copy_(src) for 1-D, 2-D or batched 3-D tensors of the same sizes, any

@@ -15,11 +15,14 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <atomic>
+#include <cstdint>
 #include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/dispatch_policy.hpp>
@@ -81,14 +84,29 @@ struct GroupedGemm {
   static constexpr int kAlignIn = 16 / sizeof(ElementIn);
   static constexpr int kAlignOut = 16 / sizeof(ElementOut);
 
+  // D = acc + the group's bias row, fused into the epilogue: a pointer per
+  // group (filled on the device), or no pointer array at all, and the row
+  // broadcast adds zeros (EnableNullptr), so calls with and without a bias
+  // share one kernel. The broadcast loads the row element by element, so
+  // a bias row may start wherever group g * N floats puts it. It fits in
+  // the epilogue's padding: no config loses a mainloop stage (a review's
+  // count, to confirm on the GPU).
+  using BiasRow = cutlass::epilogue::fusion::Sm90RowBroadcast<
+      0, typename Config::TileShape, float*, float,
+      cute::Stride<cute::_0, cute::_1, cute::_0>, 1>;
+  using EpilogueOp = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<
+          cutlass::plus, ElementOut, ElementAcc,
+          cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90AccFetch, BiasRow>;
+
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       typename Config::TileShape, typename Config::ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc,
       void, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
       typename Config::EpilogueSchedule,
-      cutlass::epilogue::fusion::LinearCombination<ElementOut, ElementAcc>>::
-      CollectiveOp;
+      EpilogueOp>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn,
@@ -133,6 +151,8 @@ struct DeviceArguments {
   typename G::StrideA* stride_a;
   typename G::StrideB* stride_b;
   typename G::StrideD* stride_d;
+  // The group's bias row (nullptr without a bias: no array then).
+  const float** bias = nullptr;
 };
 
 // Stores one group's problem in the pointer-array kernel's format; run by
@@ -147,6 +167,8 @@ struct Sm90ArgumentWriter {
   // kSplit only (out.large_shapes set):
   int64_t min_odd_tiles = 0;  // see prefers_large_tile
   int64_t sm_limit = 0;       // the persistent grids' CTA count
+  const float* bias = nullptr;  // (G, N) float32, or nullptr
+  int64_t bias_row_stride = 0;  // N
   // Set by prepare() (kSplit): which kernel each group may run on.
   SplitPlacement placement = SplitPlacement::kBySize;
 
@@ -204,6 +226,9 @@ struct Sm90ArgumentWriter {
     out.a[g] = a + p.a_offset;
     out.b[g] = b + p.b_offset;
     out.d[g] = d + p.d_offset;
+    if (out.bias != nullptr) {
+      out.bias[g] = bias + g * bias_row_stride;
+    }
     out.stride_a[g] =
         stride_with_leading_dim<typename G::StrideA>(ld.a);
     out.stride_b[g] =
@@ -217,10 +242,46 @@ inline int64_t align_up(int64_t bytes) {
   return (bytes + 127) / 128 * 128;
 }
 
-// Carves the per-group argument arrays out of one device allocation.
+// CUTLASS arguments of G over `shapes`, with the pointers and strides of
+// `dev` (null pointers are fine for sizing the workspace).
 template <typename G>
-DeviceArguments<G> carve_arguments(
-    Tensor& storage, int64_t groups, bool split) {
+typename G::Gemm::Arguments gemm_arguments(
+    const LaunchArgs& args, const DeviceArguments<G>& dev,
+    typename ProblemShape::UnderlyingProblemShape* shapes) {
+  typename G::Gemm::Arguments arguments{
+      cutlass::gemm::GemmUniversalMode::kGrouped,
+      {static_cast<int>(args.geo.num_groups), shapes, nullptr},
+      {dev.a, dev.stride_a, dev.b, dev.stride_b},
+      {{}, nullptr, nullptr, dev.d, dev.stride_d}};
+  // The epilogue tree's arguments: children first (accumulator, bias row),
+  // then the node (plus).
+  arguments.epilogue.thread = {{}, {dev.bias, 0.f, {}}, {}};
+  arguments.hw_info.device_id = args.out.get_device();
+  // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
+  arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
+  return arguments;
+}
+
+template <typename G>
+int64_t gemm_workspace_bytes(const LaunchArgs& args) {
+  return static_cast<int64_t>(G::Gemm::get_workspace_size(
+      gemm_arguments<G>(args, DeviceArguments<G>{}, nullptr)));
+}
+
+// Where the per-group argument arrays and the GEMMs' workspaces live: one
+// device allocation per call (each allocation is host time before the
+// first launch).
+template <typename G>
+struct CallStorage {
+  DeviceArguments<G> dev;
+  void* workspace = nullptr;
+  void* large_workspace = nullptr;  // kSplit only
+};
+
+template <typename G>
+CallStorage<G> carve_call_storage(
+    Tensor& storage, int64_t groups, bool split, bool bias,
+    int64_t workspace_bytes, int64_t large_workspace_bytes) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
@@ -230,14 +291,18 @@ DeviceArguments<G> carve_arguments(
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(typename G::StrideA))),
       align_up(groups * int64_t(sizeof(typename G::StrideB))),
-      align_up(groups * int64_t(sizeof(typename G::StrideD)))};
+      align_up(groups * int64_t(sizeof(typename G::StrideD))),
+      bias ? align_up(groups * int64_t(sizeof(float*))) : 0,
+      align_up(workspace_bytes),
+      split ? align_up(large_workspace_bytes) : 0};
   int64_t total = 0;
   for (int64_t s : sizes) {
     total += s;
   }
   storage = at::empty({total}, TensorOptions().dtype(kByte).device(kCUDA));
   char* p = static_cast<char*>(storage.mutable_data_ptr());
-  DeviceArguments<G> args;
+  CallStorage<G> call;
+  DeviceArguments<G>& args = call.dev;
   args.shapes = reinterpret_cast<Shape*>(p);
   p += sizes[0];
   args.large_shapes = split ? reinterpret_cast<Shape*>(p) : nullptr;
@@ -253,57 +318,80 @@ DeviceArguments<G> carve_arguments(
   args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
   p += sizes[6];
   args.stride_d = reinterpret_cast<typename G::StrideD*>(p);
-  return args;
+  p += sizes[7];
+  args.bias = bias ? reinterpret_cast<const float**>(p) : nullptr;
+  p += sizes[8];
+  call.workspace = p;
+  p += sizes[9];
+  call.large_workspace = split ? p : nullptr;
+  return call;
 }
 
-// G's kernel, checked and initialised, not yet launched.
+// G's kernel, checked by CUTLASS, not yet initialised or launched.
 template <typename G>
-struct PreparedGemm {
+struct CheckedGemm {
   typename G::Gemm gemm;
-  Tensor workspace;
+  typename G::Gemm::Arguments arguments;
+  void* workspace;
 };
 
-// Checks and initialises G over `shapes` with the pointers and strides of
-// `dev`; launches nothing. The problem shapes are read on the device only,
-// so this can run before the filling kernel. Returns nullptr, or what
-// CUTLASS refused. Raising is left to the host-compiled caller (see
-// GroupedMMCUDA.cpp).
+// Builds G's arguments over `shapes` and asks CUTLASS whether it can run
+// them; launches nothing. Returns nullptr, or what CUTLASS refused.
+// Raising is left to the host-compiled caller (see GroupedMMCUDA.cpp).
 template <typename G>
-const char* prepare_gemm(
-    const LaunchArgs& args,
-    const DeviceArguments<G>& dev,
-    typename ProblemShape::UnderlyingProblemShape* shapes,
-    PreparedGemm<G>& prepared) {
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  typename G::Gemm::Arguments arguments{
-      cutlass::gemm::GemmUniversalMode::kGrouped,
-      {static_cast<int>(args.geo.num_groups), shapes, nullptr},
-      {dev.a, dev.stride_a, dev.b, dev.stride_b},
-      {{}, nullptr, nullptr, dev.d, dev.stride_d}};
-  arguments.epilogue.thread.alpha = 1.f;
-  arguments.epilogue.thread.beta = 0.f;
-  arguments.hw_info.device_id = args.out.get_device();
-  // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
-  arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
-
-  const size_t workspace_bytes = G::Gemm::get_workspace_size(arguments);
-  prepared.workspace = at::empty(
-      {static_cast<int64_t>(workspace_bytes)},
-      TensorOptions().dtype(kByte).device(args.out.device()));
-  if (prepared.gemm.can_implement(arguments) != cutlass::Status::kSuccess) {
+const char* check_gemm(
+    const LaunchArgs& args, const DeviceArguments<G>& dev,
+    typename ProblemShape::UnderlyingProblemShape* shapes, void* workspace,
+    CheckedGemm<G>& checked) {
+  checked.arguments = gemm_arguments<G>(args, dev, shapes);
+  checked.workspace = workspace;
+  if (checked.gemm.can_implement(checked.arguments) !=
+      cutlass::Status::kSuccess) {
     return "CUTLASS can_implement rejected the operands";
   }
-  if (prepared.gemm.initialize(arguments,
-                               prepared.workspace.mutable_data_ptr(),
-                               stream) != cutlass::Status::kSuccess) {
+  return nullptr;
+}
+
+// Builds a checked kernel's parameters. CUTLASS's initialize also sets the
+// kernel's shared-memory attribute (a cudaFuncSetAttribute, microseconds of
+// host time) on every call; it is needed once per kernel and device, so
+// later calls take update, which builds the same parameters. update skips
+// initialize_workspace, a no-op for these kernels (pointer-array TMA
+// mainloop, pointer-array epilogue whose row broadcast keeps no
+// workspace, group tile scheduler: none of them writes a workspace on the host side).
+template <typename G>
+cutlass::Status set_parameters(
+    CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<uint64_t> attribute_set{0};  // a bit per device
+  const int device = checked.arguments.hw_info.device_id;
+  const uint64_t bit =
+      device >= 0 && device < kMaxDevices ? uint64_t(1) << device : 0;
+  if (!initialize_always && bit != 0 &&
+      (attribute_set.load(std::memory_order_acquire) & bit)) {
+    return checked.gemm.update(checked.arguments, checked.workspace);
+  }
+  const cutlass::Status status =
+      checked.gemm.initialize(checked.arguments, checked.workspace, stream);
+  if (status == cutlass::Status::kSuccess) {
+    attribute_set.fetch_or(bit, std::memory_order_release);
+  }
+  return status;
+}
+
+template <typename G>
+const char* set_checked_parameters(
+    CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
+  if (set_parameters(checked, stream, initialize_always) !=
+      cutlass::Status::kSuccess) {
     return "CUTLASS initialize failed";
   }
   return nullptr;
 }
 
 template <typename G>
-const char* launch_prepared(PreparedGemm<G>& prepared, cudaStream_t stream) {
-  if (prepared.gemm.run(stream) != cutlass::Status::kSuccess) {
+const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
+  if (checked.gemm.run(stream) != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
   }
   return nullptr;
@@ -312,7 +400,8 @@ const char* launch_prepared(PreparedGemm<G>& prepared, cudaStream_t stream) {
 // Fills the per-group arguments from the offsets, then launches G (or, with
 // GLarge, G for the groups the placement leaves to it and GLarge for the
 // rest: both read the same pointers and strides). Every kernel is checked
-// before anything is launched, so a refusal leaves the output untouched.
+// by can_implement before anything is launched, so a refusal leaves the
+// output untouched.
 template <typename G, typename GLarge = void>
 const char* run_grouped_gemm(
     const LaunchArgs& args, const LeadingDims& ld,
@@ -328,37 +417,70 @@ const char* run_grouped_gemm(
   static_assert(std::is_same_v<typename G::StrideD, typename Large::StrideD>);
   static_assert(
       std::is_same_v<typename G::ElementOut, typename Large::ElementOut>);
+  const float* fused_bias = args.bias.defined() && choice.bias_in_epilogue
+      ? args.bias.const_data_ptr<float>()
+      : nullptr;
   Tensor storage;
-  DeviceArguments<G> dev =
-      carve_arguments<G>(storage, args.geo.num_groups, kSplit);
-  PreparedGemm<G> first;
-  if (const char* error = prepare_gemm<G>(args, dev, dev.shapes, first)) {
+  const CallStorage<G> call = carve_call_storage<G>(
+      storage, args.geo.num_groups, kSplit, fused_bias != nullptr,
+      gemm_workspace_bytes<G>(args),
+      kSplit ? gemm_workspace_bytes<Large>(args) : 0);
+  const DeviceArguments<G>& dev = call.dev;
+  CheckedGemm<G> first;
+  if (const char* error =
+          check_gemm<G>(args, dev, dev.shapes, call.workspace, first)) {
     return error;
   }
-  PreparedGemm<Large> large;
+  CheckedGemm<Large> large;
   if constexpr (kSplit) {
     const DeviceArguments<Large> large_dev{
-        dev.large_shapes, nullptr,     dev.a,        dev.b,
-        dev.d,            dev.stride_a, dev.stride_b, dev.stride_d};
-    if (const char* error =
-            prepare_gemm<Large>(args, large_dev, dev.large_shapes, large)) {
+        dev.large_shapes, nullptr,      dev.a,        dev.b,       dev.d,
+        dev.stride_a,     dev.stride_b, dev.stride_d, dev.bias};
+    if (const char* error = check_gemm<Large>(
+            args, large_dev, dev.large_shapes, call.large_workspace, large)) {
       return error;
+    }
+  }
+  // Every kernel is checked; the fill goes first, and CUTLASS's host-side
+  // initialisation of each kernel overlaps it (HostPath::kClassic: every
+  // kernel initialised on every call, before the fill, for A/B runs).
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const bool classic = choice.host_path == HostPath::kClassic;
+  if (classic) {
+    if (const char* error = set_checked_parameters(first, stream, true)) {
+      return error;
+    }
+    if constexpr (kSplit) {
+      if (const char* error = set_checked_parameters(large, stream, true)) {
+        return error;
+      }
     }
   }
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
   const Sm90ArgumentWriter<G> writer{
-      a, b, d, ld, dev, choice.min_odd_tiles, args.sm_limit};
-  if (!launch_fill_group_arguments(args, writer)) {
+      a,          b,         d, ld, dev, choice.min_odd_tiles, args.sm_limit,
+      fused_bias, args.geo.n};
+  // The epilogue adds the bias; the fill writes it into k = 0 groups.
+  if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue)) {
     return "launching the argument-filling kernel failed";
   }
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  if (const char* error = launch_prepared(first, stream)) {
+  if (!classic) {
+    if (const char* error = set_checked_parameters(first, stream, false)) {
+      return error;
+    }
+  }
+  if (const char* error = launch_checked(first, stream)) {
     return error;
   }
   if constexpr (kSplit) {
-    return launch_prepared(large, stream);
+    if (!classic) {
+      if (const char* error = set_checked_parameters(large, stream, false)) {
+        return error;
+      }
+    }
+    return launch_checked(large, stream);
   }
   return nullptr;
 }
@@ -372,13 +494,13 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
   using Large = GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>;
   switch (choice.config) {
     case TileConfig::kSmall:
-      return run_grouped_gemm<Small>(args, ld);
+      return run_grouped_gemm<Small>(args, ld, choice);
     case TileConfig::kMedium:
-      return run_grouped_gemm<Medium>(args, ld);
+      return run_grouped_gemm<Medium>(args, ld, choice);
     case TileConfig::kSplit:
       return run_grouped_gemm<Medium, Large>(args, ld, choice);
     default:
-      return run_grouped_gemm<Large>(args, ld);
+      return run_grouped_gemm<Large>(args, ld, choice);
   }
 }
 

@@ -34,9 +34,20 @@ struct LeadingDims {
 // group sizes, which the host cannot see without a sync.
 enum class TileConfig { kLarge, kMedium, kSmall, kSplit };
 
+// kLean: CUTLASS's host-side initialisation after the filling kernel's
+// launch, and its shared-memory attribute set once per kernel and device.
+// kClassic: initialise every kernel on every call, before the fill (the
+// previous behaviour, but for the single allocation;
+// OVERLAP_OPS_SM90_HOST_PATH=classic, for A/B runs).
+enum class HostPath { kLean, kClassic };
+
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;
   int64_t min_odd_tiles = 0;  // kSplit only: see prefers_large_tile
+  HostPath host_path = HostPath::kLean;
+  // The bias added by the GEMM's epilogue (default), or by the finishing
+  // kernel afterwards (OVERLAP_OPS_SM90_BIAS=kernel, for A/B runs).
+  bool bias_in_epilogue = true;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

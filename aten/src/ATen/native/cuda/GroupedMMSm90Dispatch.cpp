@@ -169,10 +169,21 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  const char* error = run_for_dtypes(
-      args, ld, ops.a_major, ops.b_major, pick_tile_choice(args.geo));
+  sm90::TileChoice choice = pick_tile_choice(args.geo);
+  if (env_choice("OVERLAP_OPS_SM90_HOST_PATH", {"lean", "classic"}) == 2) {
+    choice.host_path = sm90::HostPath::kClassic;
+  }
+  if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
+    choice.bias_in_epilogue = false;
+  }
+  const char* error =
+      run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
-  launch_finish_groups(args);
+  // Otherwise nothing to finish: the epilogue added the bias, the fill
+  // wrote the k = 0 groups and the tail.
+  if (!choice.bias_in_epilogue) {
+    launch_finish_groups(args);
+  }
   return true;
 }
 
