@@ -85,6 +85,12 @@ def _expected_family(device, dtype) -> str:
         return "generic"  # exact float32
     if requested == "auto":
         requested = {9: "sm90", 8: "sm80", 12: "sm80"}.get(major, "generic")
+        if requested == "sm90" and dtype == torch.float32:
+            # TF32 on Hopper (GroupedMMTf32Route.h): every call these tests
+            # check this way is small and would transpose an operand for
+            # TF32 WGMMA (or group along K, which it cannot), so the SM80
+            # kernels run it.
+            requested = "sm80"
     if requested == "sm90" and major != 9:
         return "generic"
     if requested == "sm80" and major < 8:
@@ -285,7 +291,7 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         # a suite run with the switch set really tests that path.
         expected = _expected_family(device, dtype)
         if dtype == torch.float32 and layout == "2d_2d" and expected == "sm90":
-            expected = "generic"  # TF32 WGMMA cannot group along K
+            expected = "generic"  # forced sm90: TF32 WGMMA cannot group K
         sizes = [40, 0, 72, 24, 56]
         offs = make_offsets(sizes, device)
         total = sum(sizes)
@@ -499,6 +505,73 @@ class TestSm90SplitPlacement(TestCase):
         with self.assertRaisesRegex(RuntimeError,
                                     r"group_rows\[1\] must be <= 2147483647"):
             self.place([128, 2**40], 128)
+
+
+class TestHopperTf32Route(TestCase):
+    """Which kernels run float32 with TF32 allowed on Hopper
+    (GroupedMMTf32Route.h): SM90 (TF32 WGMMA, K-major operands only, so an
+    operand stored the other way is transposed first) or SM80 (mma.sync,
+    either major, half the throughput). Checked on the CPU through a private
+    op, on the suite's shapes where the H200 measured both (results/tf32:
+    the forced SM80 path as a same-run variant)."""
+
+    def family(self, m, k, n, groups, transpose_a=False, transpose_b=False,
+               grouped_along_k=False):
+        return torch.ops.overlap_ops._hopper_tf32_family(
+            grouped_along_k, m, k, n, groups, transpose_a, transpose_b)
+
+    @needs_extension
+    def test_grouping_along_k_takes_sm80(self):
+        # mixtral_8x7b_w13 wgrad: the generic kernel took 988 ms where
+        # stock took 15.7 and the SM80 kernels 28.5.
+        self.assertEqual(self.family(4096, 32768, 14336, 8,
+                                     grouped_along_k=True), "sm80")
+
+    @needs_extension
+    def test_k_major_operands_take_sm90(self):
+        # dgrad (the weights read transposed, K-major): SM90 won every
+        # measured row, grin_moe's 128 rows per group included.
+        for rows_per_group in (8, 128, 4096):
+            self.assertEqual(self.family(rows_per_group * 8, 4096, 6400, 8),
+                             "sm90")
+
+    @needs_extension
+    def test_transposed_weights_take_sm80_below_about_430_rows(self):
+        # (case, rows, K, N, experts) -> measured or expected winner.
+        rows = {
+            # measured: SM80 445 us vs SM90 976 us (stock 399)
+            ("grin_moe", 1024, 4096, 6400, 8): "sm80",
+            # SM90 6.9 ms copy + 4.3 ms GEMM vs SM80 8.6 ms (2026-11-30c)
+            ("gpt_oss_120b_w13", 32768, 2880, 5760, 128): "sm80",
+            # SM90 3.1 ms copy + 1.1 ms GEMM vs SM80 1.55 ms (2026-11-30c)
+            ("deepseek_v3_decode", 2048, 7168, 4096, 32): "sm80",
+            ("qwen3_decode", 1024, 2048, 1536, 128): "sm80",
+            # predicted only: 512 rows per group, just past the crossover
+            ("qwen3_30b_a3b_w13", 65536, 2048, 1536, 128): "sm90",
+            # measured: SM90 9.8 ms vs SM80 13.0 ms (stock 5.9)
+            ("deepseek_v3_ep8_w13", 32768, 7168, 4096, 32): "sm90",
+            # measured: SM90 15.0 ms vs SM80 27.8 ms (stock 13.5)
+            ("mixtral_8x7b_w13", 32768, 4096, 14336, 8): "sm90",
+        }
+        for (name, m, k, n, groups), winner in rows.items():
+            self.assertEqual(self.family(m, k, n, groups, transpose_b=True),
+                             winner, name)
+
+    @needs_extension
+    def test_transposed_activations_pay_per_row(self):
+        # Transposing A (m x k) costs the same per row whatever the group
+        # count, so the width N decides: the saving grows with it.
+        self.assertEqual(self.family(8192, 4096, 4096, 8, transpose_a=True),
+                         "sm90")
+        self.assertEqual(self.family(8192, 4096, 128, 8, transpose_a=True),
+                         "sm80")
+
+    @needs_extension
+    def test_bad_arguments_name_themselves(self):
+        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
+            self.family(128, 128, 128, 0)
+        with self.assertRaisesRegex(RuntimeError, "m, k and n must be >= 0"):
+            self.family(-1, 128, 128, 1)
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.

@@ -87,6 +87,20 @@ for stage in "$@"; do
         test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
         | tee "$OUT/test_host_classic.log" | tail -3
       ;;
+    testtf32)
+      # The float32 CUDA tests with TF32 allowed and default dispatch, so
+      # Hopper's TF32 route (GroupedMMTf32Route.h) hands some calls to the
+      # SM80 kernels.
+      OVERLAP_OPS_TEST_TF32=1 python3 -m pytest -q \
+        test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
+        -k "cuda and float32" 2>&1 | tee "$OUT/test_tf32.log" | tail -15
+      # Again with SM90 forced, so its TF32 kernels (and the transposing
+      # copy) run every call they can.
+      OVERLAP_OPS_TEST_TF32=1 OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 \
+        python3 -m pytest -q test/test_grouped_mm_cuda.py \
+        test/test_grouped_mm_autograd.py -k "cuda and float32" 2>&1 \
+        | tee "$OUT/test_tf32_sm90.log" | tail -15
+      ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
       ;;

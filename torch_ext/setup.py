@@ -150,13 +150,17 @@ def _cuda_targets(source: str) -> tuple[str, list[str]]:
       Hopper, plus compute_80 PTX. Without Hopper SASS in their image, an
       H200 runs these kernels from the PTX through the driver's JIT, as a
       GPU newer than every SASS target (SM120 without sm_120) does; the
-      forced SM80 path on the H200 therefore tests that PTX.
+      forced SM80 path on the H200 therefore tests that PTX. The TF32 one
+      (GroupedMMSm80_tf32.cu) also gets Hopper SASS: Hopper runs it by
+      default for some float32 calls (GroupedMMTf32Route.h), so no JIT.
     - everything else: every target, plus compute_80 PTX when 80 is listed.
     """
     archs = _archs()
     name = os.path.basename(source)
     if name.startswith("GroupedMMSm90_"):
         return "sm90", _sass([a for a in archs if a.startswith("9")] or archs)
+    if name == "GroupedMMSm80_tf32.cu":
+        return "sm80", _sass(archs) + [_PTX_80]
     if name.startswith("GroupedMMSm80_"):
         return "sm80", _sass([a for a in archs if not a.startswith("9")]) + [
             _PTX_80]

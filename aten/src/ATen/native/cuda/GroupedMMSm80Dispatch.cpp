@@ -115,10 +115,14 @@ bool sm80_available_for(ScalarType input_dtype) {
   const int major = at::cuda::getCurrentDeviceProperties()->major;
   switch (requested_backend()) {
     case Backend::kAuto:
-      // SM90 has the Hopper kernels. SM100 and later datacenter parts
-      // would run this path from the compute_80 PTX as well, but it has not
-      // been decided (or measured) that it beats the generic kernel there.
-      if (major != 8 && major != 12) {
+      // SM90 has the Hopper kernels, but hands TF32 calls here when
+      // transposing an operand for TF32 WGMMA would cost more than it saves,
+      // and 2d x 2d, which TF32 WGMMA cannot group (GroupedMMTf32Route.h).
+      // SM100 and later datacenter parts would run this path from the
+      // compute_80 PTX as well, but it has not been decided (or measured)
+      // that it beats the generic kernel there.
+      if (major != 8 && major != 12 &&
+          !(major == 9 && input_dtype == kFloat)) {
         return false;
       }
       break;

@@ -7,6 +7,7 @@
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
 #include <ATen/native/cuda/GroupedMMSm90.h>
+#include <ATen/native/cuda/GroupedMMTf32Route.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -55,6 +56,31 @@ int64_t min_odd_tiles_for_large() {
       "OVERLAP_OPS_SM90_SPLIT_ODD_TILES must be a tile count >= 1, got '",
       text, "'");
   return value;
+}
+
+// True when an operand stored with one major must be copied to the other
+// (not when it has neither: every path copies that one).
+bool transposes(const OperandStrides& s, std::optional<Major> need) {
+  const std::optional<Major> current = major_of(s);
+  return need.has_value() && current.has_value() && *current != *need;
+}
+
+// TF32 on Hopper: the SM90 kernels, unless the SM80 ones (which read either
+// major) beat the SM90 ones plus their transposing copy
+// (GroupedMMTf32Route.h). A forced OVERLAP_OPS_GROUPED_MM_BACKEND=sm90
+// keeps SM90 wherever it can run.
+bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
+                     std::optional<Major> need_b) {
+  const bool grouped_along_k = geo.grouped == GroupedDim::kReduction;
+  if (requested_backend() == Backend::kSm90) {
+    return !grouped_along_k;
+  }
+  const int64_t rows = geo.grouped == GroupedDim::kRows
+      ? geo.extent
+      : geo.m * std::max<int64_t>(1, geo.num_groups);
+  const Tf32Work work{grouped_along_k, rows, geo.k, geo.n, geo.num_groups,
+                      transposes(geo.a, need_a), transposes(geo.b, need_b)};
+  return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
 sm90::TileChoice split_choice() {
@@ -158,8 +184,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = sm90_b_major(args.geo.grouped, tf32);
-  if (tf32 && args.geo.grouped == GroupedDim::kReduction) {
-    return false;  // K-major operands would be grouped along K: unaligned
+  if (tf32 && !sm90_takes_tf32(args.geo, need_a, need_b)) {
+    return false;  // the SM80 kernels take it
   }
   const SettledOperands ops = settle_operands(args, need_a, need_b);
   if (!operands_aligned(args, ops, kTmaAlignBytes)) {

@@ -1,0 +1,61 @@
+#pragma once
+
+// Which tensor-core family runs a float32 grouped mm with TF32 allowed on
+// Hopper. TF32 WGMMA (the SM90 kernels) reads K-major operands only, so an
+// operand stored the other way is first transposed by a copy through
+// global memory; TF32 mma.sync (the SM80 kernels) reads either major, at
+// about half the throughput. Decided from host-known sizes only; plain
+// arithmetic, so the CPU tests check it (through a private op of the
+// extension).
+
+#include <cstdint>
+
+namespace at::native::grouped_mm {
+
+enum class Tf32Family { kSm90, kSm80 };
+
+// Measured on the H200 (results/tf32, results/kernels/2026-11-30h-tf32-*):
+// the tiled transposing copy moves 2.46 TB/s (read + write); the SM90 TF32
+// GEMM runs at ~282 TFLOP/s and the SM80 one at ~137 TFLOP/s on the
+// mixtral_8x7b rows. Other Hopper parts scale these together, so the
+// crossover below moves little.
+constexpr double kTransposeBytesPerSecond = 2.46e12;
+constexpr double kSm90Tf32FlopsPerSecond = 282e12;
+constexpr double kSm80Tf32FlopsPerSecond = 137e12;
+
+// The work of one call as the host knows it: m x k x n summed over groups
+// (a 2d x 3d call: m = total rows), the groups, and the operands the SM90
+// path would have to transpose (a: m x k; b: one k x n matrix per group).
+struct Tf32Work {
+  bool grouped_along_k;  // 2d x 2d: the SM90 path cannot run it
+  int64_t m;
+  int64_t k;
+  int64_t n;
+  int64_t groups;
+  bool transpose_a;
+  bool transpose_b;
+};
+
+// The SM90 kernels unless the time to transpose exceeds what their higher
+// throughput saves: with a transposed B of G x K x N floats against a
+// 2 M K N FLOP problem, SM90 wins from about 430 rows per group on.
+inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
+  if (w.grouped_along_k) {
+    return Tf32Family::kSm80;  // K-major operands grouped along K: unaligned
+  }
+  if (!w.transpose_a && !w.transpose_b) {
+    return Tf32Family::kSm90;
+  }
+  const double float_bytes = 4.0;
+  const double moved =  // read and written once each
+      2.0 * float_bytes *
+      ((w.transpose_a ? double(w.m) * double(w.k) : 0.0) +
+       (w.transpose_b ? double(w.groups) * double(w.k) * double(w.n) : 0.0));
+  const double flops = 2.0 * double(w.m) * double(w.k) * double(w.n);
+  const double transpose_s = moved / kTransposeBytesPerSecond;
+  const double saved_s =
+      flops / kSm80Tf32FlopsPerSecond - flops / kSm90Tf32FlopsPerSecond;
+  return transpose_s < saved_s ? Tf32Family::kSm90 : Tf32Family::kSm80;
+}
+
+}  // namespace at::native::grouped_mm
