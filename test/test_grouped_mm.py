@@ -269,7 +269,8 @@ class _ContractTests:
     def test_zero_k_gives_zeros_plus_bias(self, device, dtype, with_bias):
         # K = 0 in every layout: the product is empty, the output is the bias
         # (zeros without one: on the tensor-core paths the filling kernel
-        # writes them, with a bias the finishing kernel does).
+        # writes them, and on Hopper the bias rows too; on SM80 the
+        # finishing kernel writes those).
         offs = make_offsets([2, 0, 3], device)
         bias = (torch.randn(3, 4, device=device, dtype=dtype)
                 if with_bias else None)

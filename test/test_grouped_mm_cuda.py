@@ -75,23 +75,25 @@ _FAMILY_KERNELS = {
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
 
-def _expected_family(device, dtype) -> str:
+def _expected_family(device, dtype, hopper_tf32="sm80",
+                     grouped_along_k=False) -> str:
     """The kernel family a call with aligned operands should run, from the
     process's OVERLAP_OPS_GROUPED_MM_BACKEND, the GPU and the TF32 switch
-    (the dispatch rules of GroupedMMKernels.h)."""
+    (the dispatch rules of GroupedMMKernels.h). hopper_tf32: the family
+    GroupedMMTf32Route.h picks for the call under TF32 on Hopper (the
+    tests' calls are small, so SM80 unless the SM90 path copies no more
+    than the SM80 one); grouped_along_k: a 2d x 2d call, which TF32 WGMMA
+    cannot run."""
     requested = os.environ.get(_BACKEND_ENV) or "auto"
     major = torch.cuda.get_device_capability(device)[0]
-    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+    tf32 = dtype == torch.float32
+    if tf32 and not torch.backends.cuda.matmul.allow_tf32:
         return "generic"  # exact float32
     if requested == "auto":
         requested = {9: "sm90", 8: "sm80", 12: "sm80"}.get(major, "generic")
-        if requested == "sm90" and dtype == torch.float32:
-            # TF32 on Hopper (GroupedMMTf32Route.h): every call these tests
-            # check this way is small and would transpose an operand for
-            # TF32 WGMMA (or group along K, which it cannot), so the SM80
-            # kernels run it.
-            requested = "sm80"
-    if requested == "sm90" and major != 9:
+        if requested == "sm90" and tf32:
+            return "sm80" if grouped_along_k else hopper_tf32
+    if requested == "sm90" and (major != 9 or (tf32 and grouped_along_k)):
         return "generic"
     if requested == "sm80" and major < 8:
         return "generic"
@@ -202,7 +204,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         grids = _launched_grids(lambda: _grouped_mm(a, b, offs, bias),
                                 carveout=carveout)
         names = [name for name, _ in grids]
-        family = _expected_family(device, dtype)
+        family = _expected_family(
+            device, dtype, grouped_along_k=call == "wgrad_empty_group")
         if call == "wgrad_empty_group":
             # No bias: the tensor-core paths' fill writes the k = 0 zeros,
             # so no finishing kernel runs.
@@ -234,7 +237,7 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
             self._run_and_check(a, b, offs, bias)
         finally:
             torch._C._set_sm_carveout_experimental(None)
-        self._run_and_check(a, b, offs, bias)  # torch's copies, no carveout
+        self._run_and_check(a, b, offs, bias)  # no carveout
 
     def test_carveout_out_of_range_raises(self, device):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -289,9 +292,12 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         # The family OVERLAP_OPS_GROUPED_MM_BACKEND asks for (auto: the
         # GPU's) is the one whose GEMM runs, and no other family's does, so
         # a suite run with the switch set really tests that path.
-        expected = _expected_family(device, dtype)
-        if dtype == torch.float32 and layout == "2d_2d" and expected == "sm90":
-            expected = "generic"  # forced sm90: TF32 WGMMA cannot group K
+        # Under TF32 on Hopper, 3d x 2d runs as a transposed 2d x 3d whose
+        # B is already K-major and whose A both paths copy: SM90. The
+        # others need a copy of B that only SM90 makes: SM80 at this size.
+        expected = _expected_family(
+            device, dtype, hopper_tf32="sm90" if layout == "3d_2d" else "sm80",
+            grouped_along_k=layout == "2d_2d")
         sizes = [40, 0, 72, 24, 56]
         offs = make_offsets(sizes, device)
         total = sum(sizes)
@@ -559,8 +565,9 @@ class TestHopperTf32Route(TestCase):
 
     @needs_extension
     def test_transposed_activations_pay_per_row(self):
-        # Transposing A (m x k) costs the same per row whatever the group
-        # count, so the width N decides: the saving grows with it.
+        # A copy of A (m x k) that only SM90 makes (3d x 3d with A
+        # column-major: SM80 keeps it when B is row-major) costs the same
+        # per row whatever the group count, so the width N decides.
         self.assertEqual(self.family(8192, 4096, 4096, 8, transpose_a=True),
                          "sm90")
         self.assertEqual(self.family(8192, 4096, 128, 8, transpose_a=True),

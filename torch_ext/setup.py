@@ -160,7 +160,7 @@ def _cuda_targets(source: str) -> tuple[str, list[str]]:
     if name.startswith("GroupedMMSm90_"):
         return "sm90", _sass([a for a in archs if a.startswith("9")] or archs)
     if name == "GroupedMMSm80_tf32.cu":
-        return "sm80", _sass(archs) + [_PTX_80]
+        return "sm80_tf32", _sass(archs) + [_PTX_80]
     if name.startswith("GroupedMMSm80_"):
         return "sm80", _sass([a for a in archs if not a.startswith("9")]) + [
             _PTX_80]

@@ -98,6 +98,10 @@ bool sm90_available_for(ScalarType input_dtype);
 // and SM120 by default, any GPU from SM80 on when forced.
 bool sm80_available_for(ScalarType input_dtype);
 
+// Whether the SM80 kernels' tile numbering (int32) holds the call's tiles,
+// bounded from host-known sizes.
+bool sm80_tile_count_fits_int32(const Geometry& geo);
+
 // Any dtype, layout, stride or size; fp32 math (exact for float32 inputs).
 // Also writes k = 0 groups (zeros + bias). Does not touch the tail.
 void launch_generic_grouped_mm(const LaunchArgs& args);
@@ -114,7 +118,8 @@ void launch_finish_groups(const LaunchArgs& args);
 // dst.copy_(src) for 1-D, 2-D or batched 3-D tensors of the same sizes, any
 // strides: bf16/fp16/fp32 to the same dtype or float32, int32/int64 to the
 // same. Under an SM carveout (sm_limit below the SM count) one kernel with at
-// most sm_limit CTAs does it; otherwise torch's copy (GroupedMMRelayout.cu).
+// most sm_limit CTAs does it; without one, that kernel still does a
+// transposing copy, torch's copy the others (GroupedMMRelayout.cu).
 void copy_within_sm_limit(
     const Tensor& src, const Tensor& dst, int64_t sm_limit);
 

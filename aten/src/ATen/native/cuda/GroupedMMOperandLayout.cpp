@@ -53,6 +53,21 @@ Tensor relayout(const Tensor& t, Major want, int64_t sm_limit) {
 
 }  // namespace
 
+SettledMajors settled_majors(
+    const OperandStrides& sa, const OperandStrides& sb,
+    std::optional<Major> need_a, std::optional<Major> need_b) {
+  SettledMajors majors{need_a.value_or(major_of(sa).value_or(Major::kRow)),
+                       need_b.value_or(major_of(sb).value_or(Major::kRow))};
+  if (majors.a == Major::kCol && majors.b == Major::kCol) {
+    majors.a = Major::kRow;
+  }
+  return majors;
+}
+
+bool copied_to(const OperandStrides& s, Major major) {
+  return major_of(s) != major;
+}
+
 Major settle_operand(
     Tensor& t, OperandStrides& s, std::optional<Major> required,
     int64_t sm_limit) {
@@ -85,11 +100,10 @@ SettledOperands settle_operands(
     std::optional<Major> need_b) {
   SettledOperands ops{args.a, args.b, args.geo.a, args.geo.b, Major::kRow,
                       Major::kRow};
-  ops.a_major = settle_operand(ops.a, ops.sa, need_a, args.sm_limit);
-  ops.b_major = settle_operand(ops.b, ops.sb, need_b, args.sm_limit);
-  if (ops.a_major == Major::kCol && ops.b_major == Major::kCol) {
-    ops.a_major = settle_operand(ops.a, ops.sa, Major::kRow, args.sm_limit);
-  }
+  const SettledMajors majors =
+      settled_majors(ops.sa, ops.sb, need_a, need_b);
+  ops.a_major = settle_operand(ops.a, ops.sa, majors.a, args.sm_limit);
+  ops.b_major = settle_operand(ops.b, ops.sb, majors.b, args.sm_limit);
   return ops;
 }
 

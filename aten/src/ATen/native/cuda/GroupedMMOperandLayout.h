@@ -25,6 +25,20 @@ std::optional<Major> major_of(const OperandStrides& s);
 std::optional<Major> required_a_major(GroupedDim grouped);
 std::optional<Major> required_b_major(GroupedDim grouped);
 
+// The majors settle_operands gives A and B for these needs: the needed one,
+// else the operand's own, else row-major; A row-major when both would be
+// column-major (neither path instantiates that).
+struct SettledMajors {
+  Major a;
+  Major b;
+};
+SettledMajors settled_majors(
+    const OperandStrides& sa, const OperandStrides& sb,
+    std::optional<Major> need_a, std::optional<Major> need_b);
+
+// Whether giving an operand with strides s that major takes a copy.
+bool copied_to(const OperandStrides& s, Major major);
+
 // Gives t the required major (or keeps its own, row-major if it has
 // neither) by a copy within sm_limit CTAs when needed; updates s and returns
 // the major.
@@ -52,8 +66,7 @@ struct SettledOperands {
   Major b_major;
 };
 
-// settle_operand for A and B. Both column-major is instantiated by neither
-// path: A is made row-major then.
+// settle_operand for A and B, to settled_majors.
 SettledOperands settle_operands(
     const LaunchArgs& args, std::optional<Major> need_a,
     std::optional<Major> need_b);

@@ -43,7 +43,7 @@ __host__ __device__ inline bool cols_fast(const OperandStrides& s) {
 }
 
 template <typename In, typename Out>
-__global__ void __launch_bounds__(kThreads) relayout_kernel(
+__global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
     CopyGeometry geo, const In* __restrict__ src, Out* __restrict__ dst) {
   // One padding column: threads walking the tile's rows hit other banks.
   __shared__ Out tile[kTile][kTile + 1];

@@ -58,6 +58,8 @@ std::optional<Access> widest_access(
   return std::nullopt;
 }
 
+}  // namespace
+
 // CUTLASS's device-side scheduler numbers the tiles of all groups in int32.
 // Bound the total from host-known sizes. Valid offsets would allow a tight
 // bound (one partial row tile per group), but unchecked offsets are not
@@ -65,7 +67,7 @@ std::optional<Access> widest_access(
 // extent each), so the bound assumes every group may span all rows; only
 // huge problems (e.g. 4096 groups x 1M rows x 16K columns) exceed it and
 // take the generic kernel.
-bool tile_count_fits_int32(const Geometry& geo) {
+bool sm80_tile_count_fits_int32(const Geometry& geo) {
   const auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const int64_t col_tiles = ceil_div(geo.n, sm80::kTileN);
   const int64_t rows_per_group =
@@ -78,6 +80,8 @@ bool tile_count_fits_int32(const Geometry& geo) {
   const int64_t row_tiles = geo.num_groups * group_row_tiles;
   return col_tiles == 0 || row_tiles <= kMax / col_tiles;
 }
+
+namespace {
 
 template <typename In, typename Out>
 const char* run_for_majors(const LaunchArgs& args, const sm80::LeadingDims& ld,
@@ -144,7 +148,7 @@ bool try_launch_sm80_grouped_mm(LaunchArgs& args) {
   // rewrites 3d x 2d as a transposed 2d x 3d instead.
   if (!sm80_available_for(args.a.scalar_type()) ||
       args.geo.grouped == GroupedDim::kCols || !fits_int32(args.geo) ||
-      !tile_count_fits_int32(args.geo)) {
+      !sm80_tile_count_fits_int32(args.geo)) {
     return false;
   }
   // The shared operand rules (GroupedMMOperandLayout.h) for every dtype:

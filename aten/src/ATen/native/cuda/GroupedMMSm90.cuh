@@ -401,7 +401,8 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
 // GLarge, G for the groups the placement leaves to it and GLarge for the
 // rest: both read the same pointers and strides). Every kernel is checked
 // by can_implement before anything is launched, so a refusal leaves the
-// output untouched.
+// output untouched (an initialize or update failure, after the filling
+// kernel's launch, does not).
 template <typename G, typename GLarge = void>
 const char* run_grouped_gemm(
     const LaunchArgs& args, const LeadingDims& ld,

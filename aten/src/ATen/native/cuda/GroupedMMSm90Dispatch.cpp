@@ -58,28 +58,28 @@ int64_t min_odd_tiles_for_large() {
   return value;
 }
 
-// True when an operand stored with one major must be copied to the other
-// (not when it has neither: every path copies that one).
-bool transposes(const OperandStrides& s, std::optional<Major> need) {
-  const std::optional<Major> current = major_of(s);
-  return need.has_value() && current.has_value() && *current != *need;
-}
-
 // TF32 on Hopper: the SM90 kernels, unless the SM80 ones (which read either
-// major) beat the SM90 ones plus their transposing copy
-// (GroupedMMTf32Route.h). A forced OVERLAP_OPS_GROUPED_MM_BACKEND=sm90
-// keeps SM90 wherever it can run.
+// major) beat the SM90 ones plus the copies only the SM90 path makes
+// (GroupedMMTf32Route.h), and can run the call. A forced
+// OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 keeps SM90 wherever it can run.
 bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
                      std::optional<Major> need_b) {
   const bool grouped_along_k = geo.grouped == GroupedDim::kReduction;
-  if (requested_backend() == Backend::kSm90) {
+  if (requested_backend() == Backend::kSm90 ||
+      !sm80_tile_count_fits_int32(geo)) {
     return !grouped_along_k;
   }
+  const SettledMajors sm90 = settled_majors(geo.a, geo.b, need_a, need_b);
+  const SettledMajors sm80 = settled_majors(
+      geo.a, geo.b, required_a_major(geo.grouped),
+      required_b_major(geo.grouped));
   const int64_t rows = geo.grouped == GroupedDim::kRows
       ? geo.extent
       : geo.m * std::max<int64_t>(1, geo.num_groups);
-  const Tf32Work work{grouped_along_k, rows, geo.k, geo.n, geo.num_groups,
-                      transposes(geo.a, need_a), transposes(geo.b, need_b)};
+  const Tf32Work work{
+      grouped_along_k, rows, geo.k, geo.n, geo.num_groups,
+      copied_to(geo.a, sm90.a) && !copied_to(geo.a, sm80.a),
+      copied_to(geo.b, sm90.b) && !copied_to(geo.b, sm80.b)};
   return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
@@ -181,6 +181,14 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       !fits_int32(args.geo)) {
     return false;
   }
+  // The environment switches first: a bad value raises before any launch.
+  sm90::TileChoice choice = pick_tile_choice(args.geo);
+  if (env_choice("OVERLAP_OPS_SM90_HOST_PATH", {"lean", "classic"}) == 2) {
+    choice.host_path = sm90::HostPath::kClassic;
+  }
+  if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
+    choice.bias_in_epilogue = false;
+  }
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = sm90_b_major(args.geo.grouped, tf32);
@@ -195,13 +203,6 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  sm90::TileChoice choice = pick_tile_choice(args.geo);
-  if (env_choice("OVERLAP_OPS_SM90_HOST_PATH", {"lean", "classic"}) == 2) {
-    choice.host_path = sm90::HostPath::kClassic;
-  }
-  if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
-    choice.bias_in_epilogue = false;
-  }
   const char* error =
       run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);

@@ -24,8 +24,9 @@ constexpr double kSm90Tf32FlopsPerSecond = 282e12;
 constexpr double kSm80Tf32FlopsPerSecond = 137e12;
 
 // The work of one call as the host knows it: m x k x n summed over groups
-// (a 2d x 3d call: m = total rows), the groups, and the operands the SM90
-// path would have to transpose (a: m x k; b: one k x n matrix per group).
+// (a 2d x 3d call: m = total rows), the groups, and the operands only the
+// SM90 path would copy to the other major (a: m x k; b: one k x n matrix
+// per group); copies both paths make cost both the same.
 struct Tf32Work {
   bool grouped_along_k;  // 2d x 2d: the SM90 path cannot run it
   int64_t m;
