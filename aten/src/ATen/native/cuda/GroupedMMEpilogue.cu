@@ -25,49 +25,6 @@ __global__ void zero_tail_kernel(Geometry geo, Out* d, const OffsT* offs) {
   zero_past_last_group(geo, d, offs);
 }
 
-// 16 bytes of output, the widest store a thread can issue.
-template <typename Out>
-struct alignas(16) OutVector {
-  static constexpr int kSize = 16 / sizeof(Out);
-  Out v[kSize];
-};
-
-// Adds the bias to every group; a k = 0 group (which the GEMM skipped) gets
-// the bias alone. Every block takes a share of every group, so the whole
-// grid writes at copy bandwidth. With kVectorized, a thread owns 16
-// contiguous bytes of a row.
-template <typename Out, bool kVectorized>
-__device__ void add_group_bias(
-    const Geometry& geo, Out* d, const Group& p, const float* bias_row) {
-  using Vec = OutVector<Out>;
-  constexpr int kStep = kVectorized ? Vec::kSize : 1;
-  const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t threads = int64_t(gridDim.x) * blockDim.x;
-  const bool zero = p.k == 0;
-  // Chunks per row fit in 32 bits (n < 2^31); the flat index may not.
-  const uint32_t row_chunks = static_cast<uint32_t>(p.n / kStep);
-  const int64_t chunks = p.m * row_chunks;
-  for (int64_t i = thread; i < chunks; i += threads) {
-    const int64_t r = i / row_chunks;
-    const int64_t c = int64_t(i - r * row_chunks) * kStep;
-    Out* row = d + p.d_offset + r * geo.d.row;
-    if constexpr (kVectorized) {
-      Vec* slot = reinterpret_cast<Vec*>(row + c);
-      Vec out = zero ? Vec{} : *slot;
-#pragma unroll
-      for (int e = 0; e < Vec::kSize; ++e) {
-        const float v = zero ? 0.f : static_cast<float>(out.v[e]);
-        out.v[e] = static_cast<Out>(v + bias_row[c + e]);
-      }
-      *slot = out;
-    } else {
-      Out* e = row + c * geo.d.col;
-      const float v = zero ? 0.f : static_cast<float>(*e);
-      *e = static_cast<Out>(v + bias_row[c]);
-    }
-  }
-}
-
 template <typename Out, typename OffsT, bool kVectorized>
 __global__ void __launch_bounds__(kFinishThreads) finish_groups_kernel(
     Geometry geo, Out* d, const OffsT* offs, const float* bias) {

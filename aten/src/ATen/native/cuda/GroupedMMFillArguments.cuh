@@ -116,18 +116,48 @@ struct FillOutputs {
   const float* k0_bias;
 };
 
-// Writes group p's bias row into each of its output rows, grid-stride
-// (a k = 0 group whose GEMM was skipped: its output is the bias alone).
+// 16 bytes of output, the widest store a thread can issue.
 template <typename Out>
-__device__ void write_group_bias_rows(
+struct alignas(16) OutVector {
+  static constexpr int kSize = 16 / sizeof(Out);
+  Out v[kSize];
+};
+
+// Adds group p's bias row to its output; a k = 0 group (which the GEMM
+// skipped) gets the bias alone. Run by the finishing kernel after an SM80
+// GEMM, and by the fill for Hopper's k = 0 groups (whose epilogue adds the
+// bias to the rest). Every block takes a share of the group, so the whole
+// grid writes at copy bandwidth. With kVectorized
+// (output_takes_vector_stores), a thread owns 16 contiguous bytes of a row.
+template <typename Out, bool kVectorized>
+__device__ void add_group_bias(
     const Geometry& geo, Out* d, const Group& p, const float* bias_row) {
+  using Vec = OutVector<Out>;
+  constexpr int kStep = kVectorized ? Vec::kSize : 1;
   const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t threads = int64_t(gridDim.x) * blockDim.x;
-  const int64_t count = p.m * p.n;
-  for (int64_t i = thread; i < count; i += threads) {
-    const int64_t r = i / p.n;
-    const int64_t c = i - r * p.n;
-    d[p.d_offset + r * geo.d.row + c * geo.d.col] = Out(bias_row[c]);
+  const bool zero = p.k == 0;
+  // Chunks per row fit in 32 bits (n < 2^31); the flat index may not.
+  const uint32_t row_chunks = static_cast<uint32_t>(p.n / kStep);
+  const int64_t chunks = p.m * row_chunks;
+  for (int64_t i = thread; i < chunks; i += threads) {
+    const int64_t r = i / row_chunks;
+    const int64_t c = int64_t(i - r * row_chunks) * kStep;
+    Out* row = d + p.d_offset + r * geo.d.row;
+    if constexpr (kVectorized) {
+      Vec* slot = reinterpret_cast<Vec*>(row + c);
+      Vec out = zero ? Vec{} : *slot;
+#pragma unroll
+      for (int e = 0; e < Vec::kSize; ++e) {
+        const float v = zero ? 0.f : static_cast<float>(out.v[e]);
+        out.v[e] = static_cast<Out>(v + bias_row[c + e]);
+      }
+      *slot = out;
+    } else {
+      Out* e = row + c * geo.d.col;
+      const float v = zero ? 0.f : static_cast<float>(*e);
+      *e = static_cast<Out>(v + bias_row[c]);
+    }
   }
 }
 
@@ -158,8 +188,13 @@ __global__ void fill_group_arguments(
         geo, offs, [](const Group& p) { return p.k == 0; },
         [&](int64_t g, const Group& p) {
           if (extra.k0_bias != nullptr) {
-            write_group_bias_rows(geo, reinterpret_cast<Out*>(out), p,
-                                  extra.k0_bias + g * geo.n);
+            Out* d = reinterpret_cast<Out*>(out);
+            const float* bias_row = extra.k0_bias + g * geo.n;
+            if (extra.vector_stores) {
+              add_group_bias<Out, true>(geo, d, p, bias_row);
+            } else {
+              add_group_bias<Out, false>(geo, d, p, bias_row);
+            }
           } else {
             zero_group_output(geo, out, p, extra.vector_stores);
           }
