@@ -91,15 +91,15 @@ for stage in "$@"; do
       # The float32 CUDA tests with TF32 allowed and default dispatch, so
       # Hopper's TF32 route (GroupedMMTf32Route.h) hands some calls to the
       # SM80 kernels.
-      OVERLAP_OPS_TEST_TF32=1 python3 -m pytest -q \
-        test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
-        -k "cuda and float32" 2>&1 | tee "$OUT/test_tf32.log" | tail -15
-      # Again with SM90 forced, so its TF32 kernels (and the transposing
+      # Then with SM90 forced, so its TF32 kernels (and the transposing
       # copy) run every call they can.
-      OVERLAP_OPS_TEST_TF32=1 OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 \
-        python3 -m pytest -q test/test_grouped_mm_cuda.py \
-        test/test_grouped_mm_autograd.py -k "cuda and float32" 2>&1 \
-        | tee "$OUT/test_tf32_sm90.log" | tail -15
+      for backend in auto sm90; do
+        echo "-- OVERLAP_OPS_GROUPED_MM_BACKEND=$backend"
+        OVERLAP_OPS_TEST_TF32=1 OVERLAP_OPS_GROUPED_MM_BACKEND=$backend \
+          python3 -m pytest -q test/test_grouped_mm_cuda.py \
+          test/test_grouped_mm_autograd.py -k "cuda and float32" 2>&1 \
+          | tee "$OUT/test_tf32_$backend.log" | tail -15
+      done
       ;;
     testall)
       python3 -m pytest -q test 2>&1 | tee "$OUT/test.log" | tail -25
@@ -162,18 +162,21 @@ for stage in "$@"; do
     host)
       # Host time per call on the CUDA path, ours vs stock (no sync inside a
       # round): tells whether the smallest rows are host-bound.
-      mkdir -p "$OUT/host"
-      python3 tools/bench_host_overhead.py --device cuda --dtype bf16 \
-        --out "$OUT/host" 2>&1 | tail -8
-      python3 tools/bench_host_overhead.py --device cuda --dtype bf16 \
-        --shape 32 32 1024 1024 --out "$OUT/host/granitemoe" 2>&1 | tail -6
-      # The same with CUTLASS initialised on every call, before the fill.
-      echo "-- OVERLAP_OPS_SM90_HOST_PATH=classic"
-      OVERLAP_OPS_SM90_HOST_PATH=classic python3 tools/bench_host_overhead.py \
-        --device cuda --dtype bf16 --out "$OUT/host/classic" 2>&1 | tail -8
-      OVERLAP_OPS_SM90_HOST_PATH=classic python3 tools/bench_host_overhead.py \
-        --device cuda --dtype bf16 --shape 32 32 1024 1024 \
-        --out "$OUT/host/classic_granitemoe" 2>&1 | tail -6
+      # Each shape with our lean host path (the default) and the classic
+      # one (CUTLASS initialised on every call, before the fill).
+      for host_path in lean classic; do
+        toy=$OUT/host; granite=$OUT/host/granitemoe
+        if [[ $host_path == classic ]]; then
+          toy=$OUT/host/classic; granite=$OUT/host/classic_granitemoe
+        fi
+        echo "-- OVERLAP_OPS_SM90_HOST_PATH=$host_path"
+        OVERLAP_OPS_SM90_HOST_PATH=$host_path python3 \
+          tools/bench_host_overhead.py --device cuda --dtype bf16 \
+          --out "$toy" 2>&1 | tail -8
+        OVERLAP_OPS_SM90_HOST_PATH=$host_path python3 \
+          tools/bench_host_overhead.py --device cuda --dtype bf16 \
+          --shape 32 32 1024 1024 --out "$granite" 2>&1 | tail -6
+      done
       ;;
     moe)
       # MoE FFN layer, ours vs stock, eager and compiled; each (layer, impl)

@@ -358,7 +358,8 @@ const char* check_gemm(
 // later calls take update, which builds the same parameters. update skips
 // initialize_workspace, a no-op for these kernels (pointer-array TMA
 // mainloop, pointer-array epilogue whose row broadcast keeps no
-// workspace, group tile scheduler: none of them writes a workspace on the host side).
+// workspace, group tile scheduler: none of them writes a workspace on the
+// host side).
 template <typename G>
 cutlass::Status set_parameters(
     CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
