@@ -3,6 +3,7 @@
 
 #include <ATen/native/GroupedMMBackward.h>
 
+#include <ATen/Context.h>
 #include <ATen/Functions.h>
 
 namespace at::native {
@@ -15,6 +16,12 @@ bool is_low_precision(ScalarType dtype) {
   return dtype == kBFloat16 || dtype == kHalf;
 }
 
+// A float32 GEMM on a GPU may read its operands as TF32 (10 mantissa bits).
+bool may_round_to_tf32(const Tensor& grad) {
+  return grad.scalar_type() == kFloat && grad.is_cuda() &&
+      at::globalContext().allowTF32CuBLAS();
+}
+
 // Per-group row sums of grad (sum M, N) -> (G, N). One grouped GEMM of a row
 // of ones against grad, grouped along K: group g reduces rows
 // [offs[g-1], offs[g]) and a group with no rows yields zeros.
@@ -25,7 +32,22 @@ Tensor bias_grad_2d_3d(
       grad.scalar_type()) ? std::optional<ScalarType>(kFloat) : std::nullopt;
   const GroupedMMFn mm =
       grouped_mm != nullptr ? grouped_mm : &at::_grouped_mm;
-  return mm(ones, grad, offs, std::nullopt, acc_dtype).squeeze(1);
+  const auto row_sums = [&](const Tensor& rows) {
+    return mm(ones, rows, offs, std::nullopt, acc_dtype).squeeze(1);
+  };
+  if (!may_round_to_tf32(grad)) {
+    return row_sums(grad);
+  }
+  // A sum is not a matmul: nn.Linear's bias gradient is an exact float32
+  // sum even with TF32 allowed (a TF32 reduction is off by ~3e-4). Split
+  // grad into high, its top 10 mantissa bits (exact in TF32), and the rest
+  // (below 2^-10 of grad, so its TF32 rounding stays below 2^-21 of grad):
+  // two reductions give a float32-accurate sum. An infinite element makes
+  // the rest NaN, so the sum is NaN instead of inf: non-finite either way.
+  constexpr int32_t kTf32Mask = ~int32_t{0x1fff};
+  const Tensor high =
+      at::bitwise_and(grad.view(kInt), kTf32Mask).view(kFloat);
+  return row_sums(high).add_(row_sums(at::sub(grad, high)));
 }
 
 // grad (G, M, N) -> (G, N), reduced in at least float32.
