@@ -36,6 +36,7 @@ import bench_grouped_mm as bench  # noqa: E402
 import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 import compare_grouped_mm_runs as compare_runs  # noqa: E402
+import merge_grouped_mm_runs as merge_runs  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
 
@@ -773,6 +774,110 @@ class TestCompareRuns(TestCase):
             with self.assertRaises(SystemExit):
                 compare_runs.main(["/nonexistent.json", "/nonexistent2.json"])
         self.assertIn("does not exist", err.getvalue())
+
+
+class TestMergeRuns(TestCase):
+    """tools/merge_grouped_mm_runs.py: parts of one suite run in separate
+    device calls, merged into one report."""
+
+    @staticmethod
+    def _run(rows, **extra):
+        run = {"schema": 1, "gpu": "H200", "torch": "2.11", "complete": True,
+               "shapes_path": "bench/moe_shapes.json", "timestamp": "t",
+               "command": "bench", "rows": [
+                   dict(case=c, dist="balanced", dtype="bf16", M=1, K=1,
+                        N=1, E=1, floor_us=100.0, **{"pass": p,
+                        "ours_us": ours, "stock_us": stock,
+                        "ours/floor": ours / 100.0,
+                        "stock/floor": stock / 100.0,
+                        "ours/stock": ours / stock})
+                   for c, p, ours, stock in rows]}
+        run.update(extra)
+        return run
+
+    def test_rows_of_every_part_and_variants_dropped(self):
+        first = self._run([("a", "fwd", 200.0, 100.0)])
+        first["rows"][0]["ours@x_us"] = 50.0
+        second = self._run([("b", "fwd", 100.0, 200.0)], complete=False)
+        merged = merge_runs.merge([first, second])
+        self.assertEqual([r["case"] for r in merged["rows"]], ["a", "b"])
+        self.assertNotIn("ours@x_us", merged["rows"][0])
+        self.assertFalse(merged["complete"])
+        # gm ours/stock over both parts: sqrt(2 * 0.5) = 1.
+        summary = report.summarize(merged["rows"])[0]
+        self.assertAlmostEqual(summary.geomean["ours/stock"], 1.0)
+
+    def test_mismatched_runs_and_duplicate_rows_are_refused(self):
+        first = self._run([("a", "fwd", 1.0, 1.0)])
+        with self.assertRaisesRegex(ValueError, "run 2 has gpu"):
+            merge_runs.merge([first, self._run([("b", "fwd", 1.0, 1.0)],
+                                               gpu="A100")])
+        with self.assertRaisesRegex(ValueError, "row a balanced bf16 fwd"):
+            merge_runs.merge([first, self._run([("a", "fwd", 1.0, 1.0)])])
+        with self.assertRaisesRegex(ValueError, "at least two"):
+            merge_runs.merge([first])
+
+    def test_main_writes_the_report(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = []
+            for index, case in enumerate(("a", "b")):
+                part = Path(tmp) / f"part{index}"
+                part.mkdir()
+                (part / "grouped_mm_results.json").write_text(json.dumps(
+                    self._run([(case, "fwd", 100.0, 100.0)])))
+                parts.append(str(part))
+            out = Path(tmp) / "merged"
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(merge_runs.main(parts + ["--out", str(out)]),
+                                 0)
+            text = (out / "grouped_mm_results.md").read_text()
+            self.assertIn("| a | balanced |", text)
+            self.assertIn("| b | balanced |", text)
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(merge_runs.main(
+                    [parts[0], parts[0], "--out", str(out)]), 1)
+            self.assertIn("is in run 1 and run 2", err.getvalue())
+
+
+class TestInductorKernel(TestCase):
+    """The bench records which kernel Inductor's max-autotune picked, from
+    the report Inductor writes to stderr."""
+
+    _LOG = ("noise\nAutotune Choices Stats:\n"
+            '{"num_choices": 55, "best_kernel": "triton_grouped_mm_130", '
+            '"best_kernel_desc": "BLOCK_M=32, BLOCK_N=256", '
+            '"best_time": 0.19}\nmore noise\n')
+
+    def test_winner_from_the_report(self):
+        self.assertEqual(bench.autotune_winner(self._LOG),
+                         "triton_grouped_mm_130: BLOCK_M=32, BLOCK_N=256")
+        self.assertIsNone(bench.autotune_winner("no report here\n"))
+        self.assertIsNone(bench.autotune_winner(
+            "Autotune Choices Stats:\nnot json\n"))
+
+    def test_check_column_keeps_the_winner(self):
+        ref = torch.ones(2, 2, dtype=torch.float64)
+
+        def compiled(a, b, offs):
+            sys.stderr.write(self._LOG)
+            return torch.ones(2, 2)
+
+        spec = bench._plan(cases.load_suite(_SUITES[0]),
+                           bench._parse_args(["--quick"]))[0]
+        with unittest.mock.patch.object(bench, "_group_error",
+                                        return_value=0.0), \
+                contextlib.redirect_stderr(io.StringIO()):
+            result = bench._check_column("inductor", compiled, spec, None,
+                                         None, None, [2], ref)
+        self.assertEqual(result["inductor_check"], "pass")
+        self.assertEqual(result["inductor_kernel"],
+                         "triton_grouped_mm_130: BLOCK_M=32, BLOCK_N=256")
+        row = {"case": "c", "dist": "skewed", "dtype": "bf16", "pass": "fwd",
+               "ours_us": 200.0, "inductor_us": 150.0,
+               "inductor_kernel": result["inductor_kernel"]}
+        lines = report._inductor_kernel_lines([row])
+        self.assertIn("| c | skewed | bf16 | fwd | 0.75 | triton_grouped_mm_130:"
+                      " BLOCK_M=32, BLOCK_N=256 |", lines)
 
 
 class TestProfileTool(TestCase):

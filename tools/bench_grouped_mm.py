@@ -412,6 +412,46 @@ def _inductor_fn() -> Callable[..., torch.Tensor]:
                          dynamic=False)
 
 
+_AUTOTUNE_MARK = "Autotune Choices Stats:"
+
+
+class _StderrTee:
+    """Passes writes through to stderr and keeps a copy: Inductor reports
+    its autotuning winner only by writing to sys.stderr."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.parts = stream, []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        # isatty, fileno, encoding, ...: the real stream's.
+        return getattr(self.stream, name)
+
+
+def autotune_winner(log: str) -> Optional[str]:
+    """The kernel Inductor's max-autotune picked, from its "Autotune
+    Choices Stats" report in ``log`` (the last one; None if absent):
+    the winner's description (its tile config) when it has one."""
+    lines = log.splitlines()
+    for index in range(len(lines) - 2, -1, -1):
+        if lines[index].strip() != _AUTOTUNE_MARK:
+            continue
+        try:
+            stats = json.loads(lines[index + 1])
+        except json.JSONDecodeError:
+            continue
+        name = stats.get("best_kernel")
+        desc = stats.get("best_kernel_desc")
+        return f"{name}: {desc}" if name and desc else name
+    return None
+
+
 def _ours(a: torch.Tensor, b: torch.Tensor,
           offs: torch.Tensor) -> torch.Tensor:
     return torch.ops.overlap_ops.grouped_mm(a, b, offs, None, None)
@@ -470,8 +510,10 @@ def _check_column(name: str, fn: Callable[..., torch.Tensor],
     and ``{name}_error`` (first line of the exception, or None). Never
     raises: an unsupported dtype or layout becomes "n/a".
     """
+    tee = _StderrTee(sys.stderr)
     try:
-        with _column_env(fn):
+        # The first call compiles (and, for Inductor, autotunes).
+        with _column_env(fn), contextlib.redirect_stderr(tee):
             out = fn(a, b, offs)
         if out.is_cuda:
             torch.cuda.synchronize()
@@ -480,8 +522,12 @@ def _check_column(name: str, fn: Callable[..., torch.Tensor],
         return {f"{name}_check": "n/a", f"{name}_rel_err": None,
                 f"{name}_error": _first_line(error)}
     ok = err < _TOLERANCE[spec.label]  # False for NaN
-    return {f"{name}_check": "pass" if ok else "fail",
-            f"{name}_rel_err": err, f"{name}_error": None}
+    result = {f"{name}_check": "pass" if ok else "fail",
+              f"{name}_rel_err": err, f"{name}_error": None}
+    winner = autotune_winner("".join(tee.parts))
+    if winner is not None:
+        result[f"{name}_kernel"] = winner
+    return result
 
 
 def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],

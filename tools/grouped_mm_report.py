@@ -364,6 +364,23 @@ def _header(results: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _inductor_kernel_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """A table of the kernel max-autotune picked per row (the bench records
+    it from Inductor's report), next to inductor/ours: which tile configs
+    beat ours where."""
+    picked = [r for r in rows if r.get("inductor_kernel")]
+    if not picked:
+        return []
+    lines = ["| case | dist | dtype | pass | inductor/ours | kernel |",
+             "|---|---|---|---|---:|---|"]
+    for r in picked:
+        vs_ours = time_ratio(r, "inductor", "ours")
+        lines.append(f"| {r['case']} | {r['dist']} | {r['dtype']} | "
+                     f"{r['pass']} | {_fmt(vs_ours)} | "
+                     f"{r['inductor_kernel']} |")
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The full report: header, one table per dtype x pass, summaries."""
     rows = results["rows"]
@@ -384,6 +401,9 @@ def markdown(results: dict[str, Any]) -> str:
                     if r["dtype"] == dtype and r["pass"] == pass_name]
             lines += [f"### {dtype} {pass_name}", ""]
             lines += _variant_table(mine) + [""]
+    picked = _inductor_kernel_lines(rows)
+    if picked:
+        lines += ["## Inductor's autotuned kernels", ""] + picked + [""]
     targets = target_lines(rows)
     if targets:
         lines += ["## Targets", ""] + targets + [""]

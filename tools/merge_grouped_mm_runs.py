@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Merges grouped-mm benchmark runs that each cover part of a suite into one
+report, when one device call cannot time every row.
+
+    python3 tools/merge_grouped_mm_runs.py results/tf32/part1 \
+        results/tf32/part2 --out results/tf32
+
+Each argument is a folder (or JSON file) written by tools/bench_grouped_mm.py.
+Every row keeps its own run's ours/stock/floor times, so each ratio is still
+measured side by side within one run; only the rows' grouping into tables and
+geometric means spans runs. The runs must share GPU, torch and suite, and no
+row (case, dist, dtype, pass) may appear twice. Same-run variant columns are
+left out (not every run has them; they stay in the part's own report). The
+header's peaks are the first run's; the command line lists every part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import grouped_mm_report as report
+
+_SAME = ("gpu", "torch", "shapes_path", "schema")
+
+
+def _load(path: str) -> dict[str, Any]:
+    file = Path(path)
+    if file.is_dir():
+        file = file / "grouped_mm_results.json"
+    if not file.is_file():
+        raise SystemExit(f"merge: no benchmark results at {file}")
+    return json.loads(file.read_text())
+
+
+def _without_variants(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if "@" not in k}
+
+
+def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One results dict with the rows of every run, in run order."""
+    if len(runs) < 2:
+        raise ValueError("merge: give at least two runs")
+    first = runs[0]
+    for index, run in enumerate(runs[1:], start=2):
+        for key in _SAME:
+            if run.get(key) != first.get(key):
+                raise ValueError(f"merge: run {index} has {key} "
+                                 f"{run.get(key)!r}, run 1 has "
+                                 f"{first.get(key)!r}")
+    rows, seen = [], {}
+    for index, run in enumerate(runs, start=1):
+        for row in run["rows"]:
+            key = (row["case"], row["dist"], row["dtype"], row["pass"])
+            if key in seen:
+                raise ValueError(f"merge: row {' '.join(key)} is in run "
+                                 f"{seen[key]} and run {index}")
+            seen[key] = index
+            rows.append(_without_variants(row))
+    merged = dict(first, rows=rows, variants={})
+    merged["complete"] = all(run.get("complete", True) for run in runs)
+    if not merged["complete"]:
+        merged["stopped"] = "a merged part stopped early"
+    merged["command"] = " ; ".join(
+        f"[{run.get('timestamp', '?')}] {run.get('command', '?')}"
+        for run in runs)
+    return merged
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+",
+                        help="result folders or grouped_mm_results.json files")
+    parser.add_argument("--out", required=True,
+                        help="folder for the merged JSON, markdown and PNG")
+    args = parser.parse_args(argv)
+    try:
+        merged = merge([_load(path) for path in args.runs])
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "grouped_mm_results.json").write_text(
+        json.dumps(merged, indent=1) + "\n")
+    written = report.render(merged, out)
+    print(report.summary_table(merged))
+    print("wrote", ", ".join(str(p) for p in [out / "grouped_mm_results.json",
+                                             *written]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
