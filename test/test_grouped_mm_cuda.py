@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import unittest.mock
 
 import torch
 from torch.testing._internal.common_device_type import (
@@ -53,6 +54,7 @@ from test_grouped_mm import (  # noqa: E402
     _BACKEND_ENV,
     _backend,
     _grouped_mm,
+    _poison_allocator,
     _randn,
     DTYPES,
     GroupedMMTestCase,
@@ -83,7 +85,9 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
     GroupedMMTf32Route.h picks for the call under TF32 on Hopper (the
     tests' calls are small, so SM80 unless the SM90 path copies no more
     than the SM80 one); grouped_along_k: a 2d x 2d call, which TF32 WGMMA
-    cannot run."""
+    runs only on padded copies: forced SM90 takes them, auto does only
+    with OVERLAP_OPS_SM90_TF32_PADDED_K=on and then not for the tests'
+    small calls."""
     requested = os.environ.get(_BACKEND_ENV) or "auto"
     major = torch.cuda.get_device_capability(device)[0]
     tf32 = dtype == torch.float32
@@ -93,7 +97,7 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
         requested = {9: "sm90", 8: "sm80", 12: "sm80"}.get(major, "generic")
         if requested == "sm90" and tf32:
             return "sm80" if grouped_along_k else hopper_tf32
-    if requested == "sm90" and (major != 9 or (tf32 and grouped_along_k)):
+    if requested == "sm90" and major != 9:
         return "generic"
     if requested == "sm80" and major < 8:
         return "generic"
@@ -534,11 +538,22 @@ class TestHopperTf32Route(TestCase):
             grouped_along_k, m, k, n, groups, transpose_a, transpose_b)
 
     @needs_extension
-    def test_grouping_along_k_takes_sm80(self):
-        # mixtral_8x7b_w13 wgrad: the generic kernel took 988 ms where
-        # stock took 15.7 and the SM80 kernels 28.5.
-        self.assertEqual(self.family(4096, 32768, 14336, 8,
-                                     grouped_along_k=True), "sm80")
+    def test_grouping_along_k_weighs_both_copies(self):
+        # 2d x 2d: the SM90 path copies A (m x K) and B (K x n), K-major
+        # with padded group starts; the SM80 kernels read them as they are.
+        # SM90 wins when 1 / m + 1 / n < 1 / 433. mixtral_8x7b_w13 wgrad:
+        # the SM80 kernels took 25.6 ms (stock 15.3); predicted SM90 13.7
+        # ms + 2.0 ms of copies.
+        def along_k(m, k, n, groups):
+            return self.family(m, k, n, groups, transpose_a=True,
+                               transpose_b=True, grouped_along_k=True)
+        self.assertEqual(along_k(4096, 32768, 14336, 8), "sm90")
+        self.assertEqual(along_k(7168, 32768, 4096, 32), "sm90")
+        # Equal m and n: the crossover is near 866, whatever K.
+        self.assertEqual(along_k(800, 1 << 20, 800, 8), "sm80")
+        self.assertEqual(along_k(950, 1 << 20, 950, 8), "sm90")
+        # The tests' small calls stay on SM80.
+        self.assertEqual(along_k(32, 256, 48, 8), "sm80")
 
     @needs_extension
     def test_k_major_operands_take_sm90(self):
@@ -581,6 +596,34 @@ class TestHopperTf32Route(TestCase):
                          "sm80")
 
     @needs_extension
+    def test_padded_k_layout_aligns_and_never_overlaps(self):
+        # The 2d x 2d copies SM90 reads (GroupedMMPaddedK.h): every group
+        # starts at a multiple of the pad, after the previous group's end,
+        # and ends within the width; the width is a multiple of the pad.
+        gen = torch.Generator().manual_seed(0)
+        patterns = [[13, 7, 29, 1, 50], [0, 1, 0, 0, 3, 1, 0, 37], [0, 0],
+                    [4, 8, 12], [(i * 7) % 5 for i in range(1500)],
+                    torch.randint(0, 40, (300,), generator=gen).tolist()]
+        for sizes in patterns:
+            for pad in (1, 4, 8):
+                layout = torch.ops.overlap_ops._tf32_padded_k_layout(sizes,
+                                                                    pad)
+                starts, width = layout[:-1], layout[-1]
+                self.assertEqual(len(starts), len(sizes))
+                self.assertEqual(width % pad, 0)
+                self.assertLessEqual(width,
+                                     sum(sizes) + pad * (len(sizes) + 1))
+                previous_end = 0
+                for g, (start, size) in enumerate(zip(starts, sizes)):
+                    self.assertEqual(start % pad, 0, (sizes, pad, g))
+                    self.assertGreaterEqual(start, previous_end,
+                                            (sizes, pad, g))
+                    previous_end = start + size
+                self.assertLessEqual(previous_end, width, (sizes, pad))
+        with self.assertRaisesRegex(RuntimeError, r"sizes\[1\] must be >= 0"):
+            torch.ops.overlap_ops._tf32_padded_k_layout([3, -1], 4)
+
+    @needs_extension
     def test_bad_arguments_name_themselves(self):
         with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
             self.family(128, 128, 128, 0)
@@ -588,10 +631,88 @@ class TestHopperTf32Route(TestCase):
             self.family(-1, 128, 128, 1)
 
 
+class TestTf32PaddedK(GroupedMMTestCase):
+    """TF32 grouped along K on Hopper's SM90 kernels: A and B copied
+    K-major with each group's K range moved to a 16-byte boundary
+    (copy_k_groups_padded), since TMA needs aligned group bases and the
+    offsets are arbitrary. Forced here with OVERLAP_OPS_GROUPED_MM_BACKEND
+    =sm90 (the default route keeps the SM80 kernels unless
+    OVERLAP_OPS_SM90_TF32_PADDED_K=on)."""
+
+    def _run(self, device, sizes, m, n, a_transposed=True,
+             b_transposed=False, offs_dtype=torch.int32):
+        total = sum(sizes)
+        # wgrad's layouts: a = grad_out^T (column-major), b = x (row-major).
+        a = _randn(m, total, device=device, dtype=torch.float32,
+                   transposed=a_transposed)
+        b = _randn(total, n, device=device, dtype=torch.float32,
+                   transposed=b_transposed)
+        offs = make_offsets(sizes, device).to(offs_dtype)
+        env = {_BACKEND_ENV: "sm90"}
+        with _allow_tf32(True), unittest.mock.patch.dict(os.environ, env):
+            _poison_allocator((len(sizes), m, n), device, torch.float32)
+            out = _grouped_mm(a, b, offs)
+            assert_matches_reference(
+                self, out, reference_grouped_mm(a, b, offs), 2, 2, offs,
+                tolerance(torch.float32, self.device_type))
+            # Last: under compute-sanitizer the profiler records nothing and
+            # this skips, after the kernels above ran under memcheck.
+            names = [name for name, _ in
+                     launched_kernels(lambda: _grouped_mm(a, b, offs))]
+        self.assertTrue(any(_FAMILY_KERNELS["sm90"] in name
+                            for name in names), names)
+        self.assertTrue(any("relayout_kernel" in name for name in names),
+                        names)
+
+    def setUp(self):
+        super().setUp()
+        if torch.cuda.get_device_capability()[0] != 9:
+            self.skipTest("TF32 WGMMA: Hopper only")
+
+    @parametrize("pattern", ["unaligned", "empty_and_k1", "skewed"])
+    def test_group_starts_anywhere(self, device, pattern):
+        # No group size a multiple of 4, so no K offset after the first is
+        # 16-byte aligned in the original operands.
+        sizes = {
+            "unaligned": [13, 7, 29, 1, 50],
+            "empty_and_k1": [0, 1, 0, 0, 3, 1, 0, 37],
+            "skewed": group_sizes("skewed", 509, 9),
+        }[pattern]
+        self._run(device, sizes, m=72, n=40)
+
+    @parametrize("offs_dtype", [torch.int32, torch.int64])
+    def test_more_than_1024_groups(self, device, offs_dtype):
+        sizes = [(i * 7) % 5 for i in range(1500)]  # zeros and 1..4
+        self._run(device, sizes, m=24, n=16, offs_dtype=offs_dtype)
+
+    def test_operands_of_any_major(self, device):
+        # Each copy reads whichever major the operand has.
+        for a_t, b_t in [(False, False), (False, True), (True, True)]:
+            self._run(device, [5, 18, 0, 33], m=40, n=56, a_transposed=a_t,
+                      b_transposed=b_t)
+
+    def test_rows_past_the_last_offset_are_ignored(self, device):
+        # offs[-1] below K: the columns past it belong to no group, so the
+        # copy leaves them out and the result ignores them.
+        total, m, n = 64, 32, 24
+        a = _randn(m, total, device=device, dtype=torch.float32,
+                   transposed=True)
+        b = _randn(total, n, device=device, dtype=torch.float32)
+        offs = make_offsets([10, 21, 3], device)  # ends at 34 of 64
+        with _allow_tf32(True), unittest.mock.patch.dict(
+                os.environ, {_BACKEND_ENV: "sm90"}):
+            _poison_allocator((3, m, n), device, torch.float32)
+            out = _grouped_mm(a, b, offs)
+        assert_matches_reference(
+            self, out, reference_grouped_mm(a, b, offs), 2, 2, offs,
+            tolerance(torch.float32, self.device_type))
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
                               only_for=("cuda",))
+instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
 
 if __name__ == "__main__":
     run_tests()

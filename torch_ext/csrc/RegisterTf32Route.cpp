@@ -1,7 +1,9 @@
-// Registers a private overlap_ops op that exposes the Hopper TF32 route
-// (aten/src/ATen/native/cuda/GroupedMMTf32Route.h) to the CPU tests. This
-// file only routes to aten/; the rule lives there.
+// Registers private overlap_ops ops that expose the Hopper TF32 route
+// (aten/src/ATen/native/cuda/GroupedMMTf32Route.h) and the padded K layout
+// of its 2d x 2d copies (GroupedMMPaddedK.h) to the CPU tests. This file
+// only routes to aten/; the rules live there.
 
+#include <ATen/native/cuda/GroupedMMPaddedK.h>
 #include <ATen/native/cuda/GroupedMMTf32Route.h>
 
 #include <c10/util/Exception.h>
@@ -9,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace overlap_ops {
 namespace {
@@ -34,6 +37,25 @@ std::string hopper_tf32_family(
       : "sm80";
 }
 
+// Each group's first K index in the padded copies, then their K width,
+// for groups of these sizes (in order, as the offsets give them).
+std::vector<int64_t> tf32_padded_k_layout(
+    const std::vector<int64_t>& sizes, int64_t pad) {
+  TORCH_CHECK(pad >= 1, "pad must be >= 1, got ", pad);
+  std::vector<int64_t> layout;
+  int64_t start = 0;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    TORCH_CHECK(sizes[g] >= 0, "sizes[", g, "] must be >= 0, got ",
+                sizes[g]);
+    layout.push_back(at::native::grouped_mm::padded_k_start(
+        start, static_cast<int64_t>(g), pad));
+    start += sizes[g];
+  }
+  layout.push_back(at::native::grouped_mm::padded_k_extent(
+      start, static_cast<int64_t>(sizes.size()), pad));
+  return layout;
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
@@ -41,4 +63,6 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_hopper_tf32_family(bool grouped_along_k, int m, int k, int n, "
         "int groups, bool transpose_a, bool transpose_b) -> str",
         &overlap_ops::hopper_tf32_family);
+  m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
+        &overlap_ops::tf32_padded_k_layout);
 }

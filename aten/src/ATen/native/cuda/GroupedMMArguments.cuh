@@ -11,6 +11,7 @@
 // writes out of bounds. Checked mode (GroupedMMValidation.h) reports them.
 
 #include <ATen/native/GroupedMMValidation.h>
+#include <ATen/native/cuda/GroupedMMPaddedK.h>
 
 // __device__ for host-only translation units that include this through
 // GroupedMMKernels.h.
@@ -37,6 +38,10 @@ struct Geometry {
   int64_t extent;  // size of the grouped dimension
   int64_t m, n, k;  // sizes of the dimensions that are not grouped
   OperandStrides a, b, d;
+  // Grouped along K only: 0 when A and B hold group g's K range at its
+  // offsets, else the pad of K-major copies that hold it at
+  // padded_k_start(start, g, k_group_pad) (GroupedMMPaddedK.h).
+  int64_t k_group_pad = 0;
 };
 
 // One group's problem: D (m x n) = A (m x k) @ B (k x n), as element
@@ -98,10 +103,14 @@ __device__ __forceinline__ Group group_problem(
       p.b_offset += start * geo.b.col;
       p.d_offset += start * geo.d.col;
       break;
-    case GroupedDim::kReduction:
-      p.a_offset += start * geo.a.col;
-      p.b_offset += start * geo.b.row;
+    case GroupedDim::kReduction: {
+      const int64_t k_at = geo.k_group_pad > 0
+          ? padded_k_start(start, g, geo.k_group_pad)
+          : start;
+      p.a_offset += k_at * geo.a.col;
+      p.b_offset += k_at * geo.b.row;
       break;
+    }
     case GroupedDim::kNone:
       break;
   }

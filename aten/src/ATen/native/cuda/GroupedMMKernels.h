@@ -123,6 +123,16 @@ void launch_finish_groups(const LaunchArgs& args);
 void copy_within_sm_limit(
     const Tensor& src, const Tensor& dst, int64_t sm_limit);
 
+// For a call grouped along K (2d x 2d): copies src, float32 A (m x K) or B
+// (K x n) with K along rows when k_along_rows, into dst, the same with K
+// widened to padded_k_extent(K, num_groups, pad), each group's K range
+// moved to padded_k_start (GroupedMMArguments.cuh); dst's strides say its
+// major. Within the SM carveout like copy_within_sm_limit. The gaps
+// between groups are left unwritten: no kernel reads them.
+void copy_k_groups_padded(
+    const Tensor& src, const Tensor& dst, const Tensor& offs,
+    int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit);
+
 // Hopper TMA + WGMMA kernels. Returns false, having launched nothing, when
 // this GPU, dtype or operand layout is not covered; the caller falls back.
 // May replace args.a / args.b (and their strides) by re-laid-out copies.

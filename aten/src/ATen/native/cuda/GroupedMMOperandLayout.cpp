@@ -107,6 +107,20 @@ SettledOperands settle_operands(
   return ops;
 }
 
+SettledOperands settle_k_padded_operands(
+    const LaunchArgs& args, int64_t pad) {
+  const Geometry& geo = args.geo;
+  const int64_t width = padded_k_extent(geo.extent, geo.num_groups, pad);
+  const Tensor a = at::empty({geo.m, width}, args.a.options());
+  const Tensor b = at::empty({geo.n, width}, args.b.options()).t();
+  copy_k_groups_padded(args.a, a, args.offs, geo.num_groups,
+                       /*k_along_rows=*/false, pad, args.sm_limit);
+  copy_k_groups_padded(args.b, b, args.offs, geo.num_groups,
+                       /*k_along_rows=*/true, pad, args.sm_limit);
+  return {a, b, operand_strides(a), operand_strides(b), Major::kRow,
+          Major::kCol, pad};
+}
+
 bool operands_aligned(
     const LaunchArgs& args, const SettledOperands& ops, int64_t align_bytes) {
   const int64_t in = align_bytes / ops.a.element_size();
@@ -121,6 +135,7 @@ void use_settled_operands(LaunchArgs& args, const SettledOperands& ops) {
   args.b = ops.b;
   args.geo.a = ops.sa;
   args.geo.b = ops.sb;
+  args.geo.k_group_pad = ops.k_group_pad;
 }
 
 bool fits_int32(const Geometry& geo) {

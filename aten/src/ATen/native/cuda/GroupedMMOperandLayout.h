@@ -64,12 +64,19 @@ struct SettledOperands {
   OperandStrides sb;
   Major a_major;
   Major b_major;
+  int64_t k_group_pad = 0;  // Geometry::k_group_pad of a and b
 };
 
 // settle_operand for A and B, to settled_majors.
 SettledOperands settle_operands(
     const LaunchArgs& args, std::optional<Major> need_a,
     std::optional<Major> need_b);
+
+// A call grouped along K (2d x 2d) for a path that reads K-major operands
+// only (TF32 WGMMA): A row-major and B column-major copies in which each
+// group's K range starts at a multiple of pad elements (padded_k_start), so
+// that every group's base is aligned whatever the offsets are.
+SettledOperands settle_k_padded_operands(const LaunchArgs& args, int64_t pad);
 
 // A, B and D (which must be row-major) all aligned to align_bytes, in the
 // sense of aligned(): the vector width every group's loads and stores use.

@@ -6,6 +6,8 @@
 // beside the GEMM. A transposing copy runs here even without a carveout:
 // torch's copy then reads or writes across the contiguous dimension
 // (15.4 ms for gpt_oss_120b_w13's 8.5 GB float32 weights on the H200).
+// The same kernel writes the K-major copies with padded group starts that
+// TF32 on Hopper needs when the groups split K (copy_k_groups_padded).
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
@@ -42,11 +44,60 @@ __host__ __device__ inline bool cols_fast(const OperandStrides& s) {
   return s.col == 1 || s.row != 1;
 }
 
-template <typename In, typename Out>
+// Where an element lands in dst: at its own (row, col), for a plain copy.
+struct SameIndex {
+  static constexpr bool kMoves = false;
+  bool along_rows = false;
+  __device__ int64_t operator()(int64_t i) const {
+    return i;
+  }
+};
+
+// A copy grouped along K (rows when along_rows, else columns) into one
+// with padded group starts: index k of group g lands at
+// padded_k_start(start_g, g, pad) + k - start_g. The group is found by a
+// binary search of offs, clamped as group_problem clamps them; an index in
+// no group (only with bad offsets) maps to -1 and is not written.
+template <typename OffsT>
+struct PaddedKIndex {
+  static constexpr bool kMoves = true;
+  bool along_rows;
+  const OffsT* offs;
+  int64_t num_groups;
+  int64_t extent;
+  int64_t pad;
+  __device__ int64_t operator()(int64_t k) const {
+    int64_t lo = 0;
+    int64_t hi = num_groups;
+    while (lo < hi) {  // the first group whose end is past k
+      const int64_t mid = (lo + hi) / 2;
+      if (clamp_offset(offs, mid, 0, extent) > k) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (lo == num_groups) {
+      return -1;
+    }
+    const int64_t start = lo > 0 ? clamp_offset(offs, lo - 1, 0, extent) : 0;
+    const int64_t end = clamp_offset(offs, lo, start, extent);
+    if (k < start || k >= end) {
+      return -1;
+    }
+    return padded_k_start(start, lo, pad) + (k - start);
+  }
+};
+
+template <typename In, typename Out, typename DstIndex>
 __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
-    CopyGeometry geo, const In* __restrict__ src, Out* __restrict__ dst) {
+    CopyGeometry geo, const In* __restrict__ src, Out* __restrict__ dst,
+    DstIndex dst_index) {
   // One padding column: threads walking the tile's rows hit other banks.
   __shared__ Out tile[kTile][kTile + 1];
+  // The destination index of each of the tile's rows (or columns) that
+  // dst_index moves, looked up once per tile.
+  __shared__ int64_t moved[DstIndex::kMoves ? kTile : 1];
   const bool src_cols_fast = cols_fast(geo.src);
   const bool dst_cols_fast = cols_fast(geo.dst);
   const int lane = threadIdx.x % kTile;
@@ -62,6 +113,14 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
     const int64_t c0 = (in_batch % tiles_c) * kTile;
     const In* s = src + batch * geo.src.group;
     Out* d = dst + batch * geo.dst.group;
+    if constexpr (DstIndex::kMoves) {
+      if (threadIdx.x < kTile) {
+        const int64_t first = dst_index.along_rows ? r0 : c0;
+        const int64_t size = dst_index.along_rows ? geo.rows : geo.cols;
+        const int64_t i = first + threadIdx.x;
+        moved[threadIdx.x] = i < size ? dst_index(i) : -1;
+      }
+    }
     // All loads of a pass are issued before any lands in shared memory.
     Out staged[kPasses]{};
 #pragma unroll
@@ -86,10 +145,18 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
       const int tr = dst_cols_fast ? i : lane;
       const int tc = dst_cols_fast ? lane : i;
       if (r0 + tr < geo.rows && c0 + tc < geo.cols) {
-        d[(r0 + tr) * geo.dst.row + (c0 + tc) * geo.dst.col] = tile[tr][tc];
+        int64_t dr = r0 + tr;
+        int64_t dc = c0 + tc;
+        if constexpr (DstIndex::kMoves) {
+          (dst_index.along_rows ? dr : dc) =
+              moved[dst_index.along_rows ? tr : tc];
+        }
+        if (dr >= 0 && dc >= 0) {
+          d[dr * geo.dst.row + dc * geo.dst.col] = tile[tr][tc];
+        }
       }
     }
-    __syncthreads();  // the tile is refilled for the next t
+    __syncthreads();  // the tile (and moved) are refilled for the next t
   }
 }
 
@@ -102,9 +169,11 @@ OperandStrides strides_of(const Tensor& t) {
 }
 
 // max_blocks: the grid's limit (the SM carveout's limit, one block per SM).
-template <typename In, typename Out>
+// Sizes are src's; dst may be larger when dst_index moves elements.
+template <typename In, typename Out, typename DstIndex = SameIndex>
 void launch_relayout(
-    const Tensor& src, const Tensor& dst, int64_t max_blocks) {
+    const Tensor& src, const Tensor& dst, int64_t max_blocks,
+    DstIndex dst_index = {}) {
   CopyGeometry geo;
   geo.batches = src.dim() == 3 ? src.size(0) : 1;
   geo.rows = src.dim() == 1 ? 1 : src.size(-2);
@@ -115,14 +184,21 @@ void launch_relayout(
       ((geo.cols + kTile - 1) / kTile);
   const dim3 grid(
       static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, max_blocks))));
-  relayout_kernel<In, Out>
+  relayout_kernel<In, Out, DstIndex>
       <<<grid, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-          geo, src.const_data_ptr<In>(), dst.mutable_data_ptr<Out>());
+          geo, src.const_data_ptr<In>(), dst.mutable_data_ptr<Out>(),
+          dst_index);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 bool carveout_active(int64_t sm_limit) {
   return sm_limit < at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+
+// Without a carveout, two blocks per SM (2048 threads) keep twice the
+// loads in flight; under one, a block per allowed SM bounds the SMs used.
+int64_t copy_blocks(int64_t sm_limit) {
+  return carveout_active(sm_limit) ? sm_limit : 2 * sm_limit;
 }
 
 }  // namespace
@@ -143,9 +219,7 @@ void copy_within_sm_limit(
     dst.copy_(src);
     return;
   }
-  // Without a carveout, two blocks per SM (2048 threads) keep twice the
-  // loads in flight; under one, a block per allowed SM bounds the SMs used.
-  const int64_t max_blocks = carveout ? sm_limit : 2 * sm_limit;
+  const int64_t max_blocks = copy_blocks(sm_limit);
   const ScalarType in = src.scalar_type();
   const ScalarType out = dst.scalar_type();
   TORCH_CHECK(
@@ -168,6 +242,31 @@ void copy_within_sm_limit(
           launch_relayout<scalar_t, float>(src, dst, max_blocks);
         }
       });
+}
+
+void copy_k_groups_padded(
+    const Tensor& src, const Tensor& dst, const Tensor& offs,
+    int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit) {
+  const int64_t extent = src.size(k_along_rows ? 0 : 1);
+  TORCH_CHECK(
+      src.dim() == 2 && dst.dim() == 2 && src.scalar_type() == kFloat &&
+          dst.scalar_type() == kFloat && pad > 0 &&
+          dst.size(k_along_rows ? 0 : 1) ==
+              padded_k_extent(extent, num_groups, pad) &&
+          dst.size(k_along_rows ? 1 : 0) == src.size(k_along_rows ? 1 : 0),
+      "grouped_mm: copy_k_groups_padded: float32 src ", src.sizes(),
+      " and dst ", dst.sizes(), " do not match ", num_groups,
+      " groups padded to ", pad);
+  if (src.numel() == 0) {
+    return;
+  }
+  dispatch_offs(offs, [&](auto offs_data) {
+    using OffsT = std::remove_const_t<
+        std::remove_pointer_t<decltype(offs_data)>>;
+    launch_relayout<float, float>(
+        src, dst, copy_blocks(sm_limit),
+        PaddedKIndex<OffsT>{k_along_rows, offs_data, num_groups, extent, pad});
+  });
 }
 
 }  // namespace at::native::grouped_mm

@@ -11,12 +11,16 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 namespace at::native::grouped_mm {
 namespace {
 
 constexpr int64_t kTmaAlignBytes = 16;
+// TF32 grouped along K: the K-major copies start each group at a multiple
+// of this many floats (settle_k_padded_operands).
+constexpr int64_t kTf32KGroupPad = kTmaAlignBytes / sizeof(float);
 // Tile config from host-known sizes (results/NOTES.md, v5). Mean rows per
 // group up to 32: 64-row tiles (decode). Row-grouped calls beyond: medium
 // and large kernels in one call, each group placed on the device by its
@@ -29,13 +33,10 @@ constexpr int64_t kSmallTileMaxRows = 32;
 constexpr int64_t kMediumTileMaxRows = 128;
 
 // TF32 WGMMA reads K-major operands only (A row-major, B column-major);
-// otherwise the shared rules (GroupedMMOperandLayout.h) apply.
+// otherwise the shared rules (GroupedMMOperandLayout.h) apply. Grouped
+// along K, TF32 takes padded copies (settle_k_padded_operands).
 std::optional<Major> sm90_a_major(GroupedDim grouped, bool tf32) {
-  if (tf32) {
-    return grouped == GroupedDim::kReduction ? std::nullopt
-                                              : std::optional(Major::kRow);
-  }
-  return required_a_major(grouped);
+  return tf32 ? std::optional(Major::kRow) : required_a_major(grouped);
 }
 
 std::optional<Major> sm90_b_major(GroupedDim grouped, bool tf32) {
@@ -58,16 +59,35 @@ int64_t min_odd_tiles_for_large() {
   return value;
 }
 
+// TF32 grouped along K on the SM90 kernels (padded copies of A and B):
+// OVERLAP_OPS_SM90_TF32_PADDED_K=on lets the cost model choose them; off
+// (the default until they have run on a GPU) keeps the SM80 kernels. A
+// forced OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 takes them either way.
+bool padded_k_allowed() {
+  return env_choice("OVERLAP_OPS_SM90_TF32_PADDED_K", {"off", "on"}) == 2;
+}
+
 // TF32 on Hopper: the SM90 kernels, unless the SM80 ones (which read either
 // major) beat the SM90 ones plus the copies only the SM90 path makes
 // (GroupedMMTf32Route.h), and can run the call. A forced
 // OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 keeps SM90 wherever it can run.
 bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
-                     std::optional<Major> need_b) {
+                     std::optional<Major> need_b, bool padded_k_on) {
   const bool grouped_along_k = geo.grouped == GroupedDim::kReduction;
+  if (grouped_along_k &&
+      padded_k_extent(geo.extent, geo.num_groups, kTf32KGroupPad) >
+          std::numeric_limits<int32_t>::max()) {
+    return false;
+  }
   if (requested_backend() == Backend::kSm90 ||
       !sm80_tile_count_fits_int32(geo)) {
-    return !grouped_along_k;
+    return true;
+  }
+  if (grouped_along_k) {
+    // Both operands are copied; the SM80 kernels read them as they are.
+    return padded_k_on &&
+        hopper_tf32_family({true, geo.m, geo.extent, geo.n, geo.num_groups,
+                            true, true}) == Tf32Family::kSm90;
   }
   const SettledMajors sm90 = settled_majors(geo.a, geo.b, need_a, need_b);
   const SettledMajors sm80 = settled_majors(
@@ -189,13 +209,17 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
   }
+  const bool padded_k_on = padded_k_allowed();
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = sm90_b_major(args.geo.grouped, tf32);
-  if (tf32 && !sm90_takes_tf32(args.geo, need_a, need_b)) {
+  if (tf32 && !sm90_takes_tf32(args.geo, need_a, need_b, padded_k_on)) {
     return false;  // the SM80 kernels take it
   }
-  const SettledOperands ops = settle_operands(args, need_a, need_b);
+  const SettledOperands ops =
+      tf32 && args.geo.grouped == GroupedDim::kReduction
+      ? settle_k_padded_operands(args, kTf32KGroupPad)
+      : settle_operands(args, need_a, need_b);
   if (!operands_aligned(args, ops, kTmaAlignBytes)) {
     return false;
   }
