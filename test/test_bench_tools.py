@@ -816,6 +816,16 @@ class TestMergeRuns(TestCase):
             merge_runs.merge([first, self._run([("a", "fwd", 1.0, 1.0)])])
         with self.assertRaisesRegex(ValueError, "at least two"):
             merge_runs.merge([first])
+        # A part with our kernels forced onto another path is another column.
+        forced = self._run([("b", "fwd", 1.0, 1.0)],
+                           backend_env={"OVERLAP_OPS_GROUPED_MM_BACKEND":
+                                        "sm80"})
+        with self.assertRaisesRegex(ValueError, "run 2 has backend_env"):
+            merge_runs.merge([first, forced])
+        broken = self._run([("b", "fwd", 1.0, 1.0)])
+        del broken["rows"][0]["dist"]
+        with self.assertRaisesRegex(ValueError, "a row of run 2 has no dist"):
+            merge_runs.merge([first, broken])
 
     def test_main_writes_the_report(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -878,6 +888,26 @@ class TestInductorKernel(TestCase):
         lines = report._inductor_kernel_lines([row])
         self.assertIn("| c | skewed | bf16 | fwd | 0.75 | triton_grouped_mm_130:"
                       " BLOCK_M=32, BLOCK_N=256 |", lines)
+        # A "|" in a description would split the markdown cell.
+        row["inductor_kernel"] = "k: A|B"
+        self.assertIn("| c | skewed | bf16 | fwd | 0.75 | k: A\\|B |",
+                      report._inductor_kernel_lines([row]))
+
+    def test_inductor_without_a_report_says_so(self):
+        # A cached compile writes no report: the row says so instead of
+        # leaving the kernel out.
+        spec = bench._plan(cases.load_suite(_SUITES[0]),
+                           bench._parse_args(["--quick"]))[0]
+        with unittest.mock.patch.object(bench, "_group_error",
+                                        return_value=0.0):
+            result = bench._check_column(
+                "inductor", lambda a, b, offs: torch.ones(2, 2), spec, None,
+                None, None, [2], torch.ones(2, 2, dtype=torch.float64))
+            ours = bench._check_column(
+                "ours", lambda a, b, offs: torch.ones(2, 2), spec, None,
+                None, None, [2], torch.ones(2, 2, dtype=torch.float64))
+        self.assertEqual(result["inductor_kernel"], "(no autotuning report)")
+        self.assertNotIn("ours_kernel", ours)
 
 
 class TestProfileTool(TestCase):

@@ -230,6 +230,36 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         err = ((bias.grad.cpu().double() - want).norm() / want.norm()).item()
         self.assertLessEqual(err, 1e-5)
 
+    @onlyCUDA
+    @parametrize("expanded", [False, True])
+    def test_float32_bias_grad_exact_with_tf32(self, device, expanded):
+        # With TF32 allowed, the float32 GEMMs may read TF32; the bias
+        # gradient is a sum and stays float32-accurate (nn.Linear's is an
+        # exact sum; a TF32 reduction was off by 2.6e-4). Also for an
+        # expanded (stride 0) gradient, as (out * v).sum() gives.
+        sizes = [40, 0, 24, 3]
+        offs = make_offsets(sizes, device)
+        a = torch.randn(sum(sizes), 16, device=device)
+        b = torch.randn(4, 16, 32, device=device)
+        bias = torch.randn(4, 32, device=device, requires_grad=True)
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            out = _grouped_mm(a, b, offs, bias)
+            if expanded:
+                v = torch.randn(32, device=device)
+                (out * v).sum().backward()
+                grad = v.expand(out.shape)
+            else:
+                grad = torch.randn_like(out)
+                out.backward(grad)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        g = grad.cpu().double()
+        want = torch.stack([rows.sum(0) for rows in g.split(sizes)])
+        err = ((bias.grad.cpu().double() - want).norm() / want.norm()).item()
+        self.assertLessEqual(err, 2e-6)
+
     @onlyCPU
     @parametrize("dynamic", [False, True])
     def test_compile_fullgraph_forward_backward(self, device, dynamic):

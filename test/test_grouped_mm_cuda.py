@@ -639,35 +639,48 @@ class TestTf32PaddedK(GroupedMMTestCase):
     =sm90 (the default route keeps the SM80 kernels unless
     OVERLAP_OPS_SM90_TF32_PADDED_K=on)."""
 
+    def setUp(self):
+        super().setUp()
+        if torch.cuda.get_device_capability()[0] != 9:
+            self.skipTest("TF32 WGMMA: Hopper only")
+
+    @staticmethod
+    def _forced_sm90():
+        return unittest.mock.patch.dict(os.environ, {_BACKEND_ENV: "sm90"})
+
     def _run(self, device, sizes, m, n, a_transposed=True,
-             b_transposed=False, offs_dtype=torch.int32):
-        total = sum(sizes)
+             b_transposed=False, offs_dtype=torch.int32, extra_k=0,
+             bias=False):
+        """One call on the padded path, checked against float64 per group;
+        extra_k columns of a (rows of b) lie past offs[-1]."""
+        total = sum(sizes) + extra_k
         # wgrad's layouts: a = grad_out^T (column-major), b = x (row-major).
         a = _randn(m, total, device=device, dtype=torch.float32,
                    transposed=a_transposed)
         b = _randn(total, n, device=device, dtype=torch.float32,
                    transposed=b_transposed)
         offs = make_offsets(sizes, device).to(offs_dtype)
-        env = {_BACKEND_ENV: "sm90"}
-        with _allow_tf32(True), unittest.mock.patch.dict(os.environ, env):
-            _poison_allocator((len(sizes), m, n), device, torch.float32)
-            out = _grouped_mm(a, b, offs)
+        bias_t = (torch.randn(len(sizes), n, device=device) if bias
+                  else None)
+        groups = len(sizes)
+        width = (total + 3) // 4 * 4 + 4 * groups
+        with _allow_tf32(True), self._forced_sm90():
+            # NaN blocks where the padded copies and the output will be
+            # allocated: a gap the GEMM read would show.
+            for shape in [(m, width), (n, width), (groups, m, n)]:
+                _poison_allocator(shape, device, torch.float32)
+            out = _grouped_mm(a, b, offs, bias_t)
             assert_matches_reference(
-                self, out, reference_grouped_mm(a, b, offs), 2, 2, offs,
-                tolerance(torch.float32, self.device_type))
+                self, out, reference_grouped_mm(a, b, offs, bias_t), 2, 2,
+                offs, tolerance(torch.float32, self.device_type))
             # Last: under compute-sanitizer the profiler records nothing and
             # this skips, after the kernels above ran under memcheck.
-            names = [name for name, _ in
-                     launched_kernels(lambda: _grouped_mm(a, b, offs))]
+            names = [name for name, _ in launched_kernels(
+                lambda: _grouped_mm(a, b, offs, bias_t))]
         self.assertTrue(any(_FAMILY_KERNELS["sm90"] in name
                             for name in names), names)
         self.assertTrue(any("relayout_kernel" in name for name in names),
                         names)
-
-    def setUp(self):
-        super().setUp()
-        if torch.cuda.get_device_capability()[0] != 9:
-            self.skipTest("TF32 WGMMA: Hopper only")
 
     @parametrize("pattern", ["unaligned", "empty_and_k1", "skewed"])
     def test_group_starts_anywhere(self, device, pattern):
@@ -691,21 +704,51 @@ class TestTf32PaddedK(GroupedMMTestCase):
             self._run(device, [5, 18, 0, 33], m=40, n=56, a_transposed=a_t,
                       b_transposed=b_t)
 
-    def test_rows_past_the_last_offset_are_ignored(self, device):
-        # offs[-1] below K: the columns past it belong to no group, so the
-        # copy leaves them out and the result ignores them.
-        total, m, n = 64, 32, 24
-        a = _randn(m, total, device=device, dtype=torch.float32,
+    def test_k_past_the_last_offset_is_ignored(self, device):
+        # The copies leave K indices past offs[-1] out; the result ignores
+        # them.
+        self._run(device, [10, 21, 3], m=32, n=24, extra_k=30)
+
+    def test_bias_and_k0_groups(self, device):
+        # The epilogue adds each group's bias; the fill writes the k = 0
+        # groups' bias rows.
+        self._run(device, [9, 0, 22, 0, 5], m=36, n=20, bias=True)
+
+    def test_unaligned_output_falls_back_before_copying(self, device):
+        # n = 18 floats: the (G, m, n) output rows are not 16-byte aligned,
+        # so SM90 cannot store it; the call falls back without making the
+        # padded copies first.
+        sizes = [7, 12, 5]
+        a = _randn(16, sum(sizes), device=device, dtype=torch.float32,
                    transposed=True)
-        b = _randn(total, n, device=device, dtype=torch.float32)
-        offs = make_offsets([10, 21, 3], device)  # ends at 34 of 64
-        with _allow_tf32(True), unittest.mock.patch.dict(
-                os.environ, {_BACKEND_ENV: "sm90"}):
-            _poison_allocator((3, m, n), device, torch.float32)
+        b = _randn(sum(sizes), 18, device=device, dtype=torch.float32)
+        offs = make_offsets(sizes, device)
+        with _allow_tf32(True), self._forced_sm90():
+            _poison_allocator((3, 16, 18), device, torch.float32)
             out = _grouped_mm(a, b, offs)
-        assert_matches_reference(
-            self, out, reference_grouped_mm(a, b, offs), 2, 2, offs,
-            tolerance(torch.float32, self.device_type))
+            assert_matches_reference(
+                self, out, reference_grouped_mm(a, b, offs), 2, 2, offs,
+                tolerance(torch.float32, self.device_type))
+            names = [name for name, _ in
+                     launched_kernels(lambda: _grouped_mm(a, b, offs))]
+        self.assertFalse(any("relayout_kernel" in name for name in names),
+                         names)
+
+    def test_bad_offsets_do_not_crash(self, device):
+        # Decreasing, negative and past-the-end offsets: the copies and the
+        # GEMM stay in bounds (the values are unspecified) and the context
+        # lives on.
+        a = _randn(32, 64, device=device, dtype=torch.float32,
+                   transposed=True)
+        b = _randn(64, 16, device=device, dtype=torch.float32)
+        with _allow_tf32(True), self._forced_sm90():
+            for values in ([10, 5, 64, 64], [-7, 20, 30, 40],
+                           [10, 20, 30, 500], [2**31 - 1, 0, -5, 10]):
+                offs = torch.tensor(values, device=device, dtype=torch.int32)
+                out = _grouped_mm(a, b, offs)
+                torch.cuda.synchronize()
+                self.assertEqual(out.shape, (4, 32, 16))
+        self._run(device, [16, 16, 16, 16], m=32, n=16)
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.

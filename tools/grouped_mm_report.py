@@ -375,9 +375,9 @@ def _inductor_kernel_lines(rows: list[dict[str, Any]]) -> list[str]:
              "|---|---|---|---|---:|---|"]
     for r in picked:
         vs_ours = time_ratio(r, "inductor", "ours")
+        kernel = str(r["inductor_kernel"]).replace("|", "\\|")
         lines.append(f"| {r['case']} | {r['dist']} | {r['dtype']} | "
-                     f"{r['pass']} | {_fmt(vs_ours)} | "
-                     f"{r['inductor_kernel']} |")
+                     f"{r['pass']} | {_fmt(vs_ours)} | {kernel} |")
     return lines
 
 

@@ -24,7 +24,11 @@ from typing import Any, Optional, Sequence
 
 import grouped_mm_report as report
 
-_SAME = ("gpu", "torch", "shapes_path", "schema")
+# What makes two runs' "ours" the same column: the machine, torch, suite,
+# our build and its forced settings.
+_SAME = ("gpu", "torch", "cuda", "shapes_path", "schema", "overlap_ops",
+         "ours_label", "backend_env")
+_KEY = ("case", "dist", "dtype", "pass")
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -51,16 +55,21 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 raise ValueError(f"merge: run {index} has {key} "
                                  f"{run.get(key)!r}, run 1 has "
                                  f"{first.get(key)!r}")
-    rows, seen = [], {}
+    rows, seen, group_sizes = [], {}, {}
     for index, run in enumerate(runs, start=1):
+        group_sizes.update(run.get("group_sizes") or {})
         for row in run["rows"]:
-            key = (row["case"], row["dist"], row["dtype"], row["pass"])
+            missing = [k for k in _KEY if k not in row]
+            if missing:
+                raise ValueError(f"merge: a row of run {index} has no "
+                                 f"{', '.join(missing)}")
+            key = tuple(row[k] for k in _KEY)
             if key in seen:
                 raise ValueError(f"merge: row {' '.join(key)} is in run "
                                  f"{seen[key]} and run {index}")
             seen[key] = index
             rows.append(_without_variants(row))
-    merged = dict(first, rows=rows, variants={})
+    merged = dict(first, rows=rows, variants={}, group_sizes=group_sizes)
     merged["complete"] = all(run.get("complete", True) for run in runs)
     if not merged["complete"]:
         merged["stopped"] = "a merged part stopped early"

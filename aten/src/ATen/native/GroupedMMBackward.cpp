@@ -41,9 +41,10 @@ Tensor bias_grad_2d_3d(
   // A sum is not a matmul: nn.Linear's bias gradient is an exact float32
   // sum even with TF32 allowed (a TF32 reduction is off by ~3e-4). Split
   // grad into high, its top 10 mantissa bits (exact in TF32), and the rest
-  // (below 2^-10 of grad, so its TF32 rounding stays below 2^-21 of grad):
-  // two reductions give a float32-accurate sum. An infinite element makes
-  // the rest NaN, so the sum is NaN instead of inf: non-finite either way.
+  // (below 2^-10 of grad, so its conversion to TF32, rounded or truncated,
+  // stays below 2^-20 of grad): two reductions give a float32-accurate sum.
+  // An infinite element makes the rest NaN, so the sum is NaN instead of
+  // inf: non-finite either way.
   constexpr int32_t kTf32Mask = ~int32_t{0x1fff};
   const Tensor high =
       at::bitwise_and(grad.view(kInt), kTf32Mask).view(kFloat);

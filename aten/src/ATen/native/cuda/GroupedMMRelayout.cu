@@ -57,7 +57,10 @@ struct SameIndex {
 // with padded group starts: index k of group g lands at
 // padded_k_start(start_g, g, pad) + k - start_g. The group is found by a
 // binary search of offs, clamped as group_problem clamps them; an index in
-// no group (only with bad offsets) maps to -1 and is not written.
+// no group (at or past offs[-1], or in a gap bad offsets leave) maps to -1
+// and is not written. Nothing reads the unwritten slots, except a group
+// that decreasing offsets make overlap another (in bounds; its result is
+// unspecified, as with any bad offsets).
 template <typename OffsT>
 struct PaddedKIndex {
   static constexpr bool kMoves = true;
@@ -247,9 +250,13 @@ void copy_within_sm_limit(
 void copy_k_groups_padded(
     const Tensor& src, const Tensor& dst, const Tensor& offs,
     int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit) {
+  TORCH_CHECK(
+      src.dim() == 2 && dst.dim() == 2 && offs.defined(),
+      "grouped_mm: copy_k_groups_padded: needs 2-D src and dst and offs, got ",
+      src.sizes(), " and ", dst.sizes());
   const int64_t extent = src.size(k_along_rows ? 0 : 1);
   TORCH_CHECK(
-      src.dim() == 2 && dst.dim() == 2 && src.scalar_type() == kFloat &&
+      src.scalar_type() == kFloat &&
           dst.scalar_type() == kFloat && pad > 0 &&
           dst.size(k_along_rows ? 0 : 1) ==
               padded_k_extent(extent, num_groups, pad) &&

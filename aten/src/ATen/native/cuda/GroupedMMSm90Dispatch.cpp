@@ -79,9 +79,11 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
           std::numeric_limits<int32_t>::max()) {
     return false;
   }
-  if (requested_backend() == Backend::kSm90 ||
-      !sm80_tile_count_fits_int32(geo)) {
+  if (requested_backend() == Backend::kSm90) {
     return true;
+  }
+  if (!sm80_tile_count_fits_int32(geo)) {
+    return !grouped_along_k || padded_k_on;  // else the generic kernel
   }
   if (grouped_along_k) {
     // Both operands are copied; the SM80 kernels read them as they are.
@@ -216,8 +218,13 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (tf32 && !sm90_takes_tf32(args.geo, need_a, need_b, padded_k_on)) {
     return false;  // the SM80 kernels take it
   }
-  const SettledOperands ops =
-      tf32 && args.geo.grouped == GroupedDim::kReduction
+  const bool padded_k = tf32 && args.geo.grouped == GroupedDim::kReduction;
+  if (padded_k &&
+      !(args.geo.d.col == 1 && aligned(args.out, args.geo.d, Major::kRow,
+                                       kTf32KGroupPad))) {
+    return false;  // before the copies: the output decides alone here
+  }
+  const SettledOperands ops = padded_k
       ? settle_k_padded_operands(args, kTf32KGroupPad)
       : settle_operands(args, need_a, need_b);
   if (!operands_aligned(args, ops, kTmaAlignBytes)) {
