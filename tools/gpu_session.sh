@@ -262,6 +262,17 @@ for stage in "$@"; do
       echo "bench: $left s left"
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
+    benchpadk)
+      # TF32 wgrad (2d x 2d) on the SM80 kernels (the default) against the
+      # SM90 kernels through padded K-major copies (the same-run variant
+      # padk, OVERLAP_OPS_SM90_TF32_PADDED_K=on). PADK_CASES narrows it.
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "benchpadk: $left s left"
+      mkdir -p "$OUT/padk"
+      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/padk" \
+        --passes wgrad --dtypes fp32 ${PADK_CASES:+--cases $PADK_CASES} \
+        --variant padk:OVERLAP_OPS_SM90_TF32_PADDED_K=on 2>&1 | tail -20
+      ;;
     benchextra)
       # The second suite (bench/moe_shapes_extra.json) into $OUT/extra.
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
