@@ -751,11 +751,66 @@ class TestTf32PaddedK(GroupedMMTestCase):
         self._run(device, [16, 16, 16, 16], m=32, n=16)
 
 
+class TestSm90LargeSoloTile(GroupedMMTestCase):
+    """The experimental OVERLAP_OPS_SM90_TILE=large_solo (128x256 tiles
+    without the 2-CTA cluster; bf16 only): correct in every layout that
+    reaches the Hopper kernels, and a clear error for other dtypes."""
+
+    def setUp(self):
+        super().setUp()
+        if torch.cuda.get_device_capability()[0] != 9:
+            self.skipTest("Hopper kernels only")
+
+    @staticmethod
+    def _solo():
+        return unittest.mock.patch.dict(
+            os.environ, {"OVERLAP_OPS_SM90_TILE": "large_solo"})
+
+    @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
+    def test_matches_reference(self, device, layout):
+        # Odd 128-row tile counts (the case the cluster pads), an empty
+        # group, and more than 1024 groups.
+        dtype = torch.bfloat16
+        for sizes in ([300, 0, 129, 1, 640], [(i * 5) % 7 for i in range(1100)]):
+            offs = make_offsets(sizes, device)
+            total, groups = sum(sizes), len(sizes)
+            if layout == "2d_3d":
+                a = _randn(total, 64, device=device, dtype=dtype)
+                b = _randn(groups, 64, 256, device=device, dtype=dtype)
+            elif layout == "2d_2d":
+                a = _randn(96, total, device=device, dtype=dtype,
+                           transposed=True)
+                b = _randn(total, 128, device=device, dtype=dtype)
+            else:
+                offs = None
+                a = _randn(3, 200, 64, device=device, dtype=dtype)
+                b = _randn(3, 64, 256, device=device, dtype=dtype)
+            with self._solo():
+                self._run_and_check(a, b, offs)
+                names = [name for name, _ in
+                         launched_kernels(lambda: _grouped_mm(a, b, offs))]
+            self.assertTrue(any(_FAMILY_KERNELS["sm90"] in name
+                                for name in names), names)
+            if layout == "3d_3d":
+                break
+
+    def test_other_dtypes_raise(self, device):
+        a = _randn(64, 32, device=device, dtype=torch.float16)
+        b = _randn(2, 32, 64, device=device, dtype=torch.float16)
+        offs = make_offsets([20, 44], device)
+        with self._solo():
+            with self.assertRaisesRegex(
+                    RuntimeError, "large_solo is built for bf16 inputs"):
+                _grouped_mm(a, b, offs)
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
+instantiate_device_type_tests(TestSm90LargeSoloTile, globals(),
+                              only_for=("cuda",))
 
 if __name__ == "__main__":
     run_tests()

@@ -63,6 +63,14 @@ static_assert(cute::size<0>(LargeTileConfig::TileShape{}) == kRowTile &&
 static_assert(cute::size<0>(MediumTileConfig::TileShape{}) == kRowTile &&
               cute::size<1>(MediumTileConfig::TileShape{}) == kMediumTileCols);
 
+// TileConfig::kLargeSolo: LargeTileConfig without the cluster.
+struct LargeSoloTileConfig {
+  using TileShape = LargeTileConfig::TileShape;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = LargeTileConfig::KernelSchedule;
+  using EpilogueSchedule = LargeTileConfig::EpilogueSchedule;
+};
+
 struct SmallTileConfig {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
@@ -501,6 +509,18 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
       return run_grouped_gemm<Medium>(args, ld, choice);
     case TileConfig::kSplit:
       return run_grouped_gemm<Medium, Large>(args, ld, choice);
+    case TileConfig::kLargeSolo:
+      // Built for bf16 in and out only, so the experiment does not slow
+      // every other instantiation's build.
+      if constexpr (std::is_same_v<In, c10::BFloat16> &&
+                    std::is_same_v<Out, c10::BFloat16>) {
+        return run_grouped_gemm<GroupedGemm<
+            In, Out, kARowMajor, kBRowMajor, LargeSoloTileConfig>>(
+            args, ld, choice);
+      } else {
+        return "OVERLAP_OPS_SM90_TILE=large_solo is built for bf16 inputs "
+               "and output only";
+      }
     default:
       return run_grouped_gemm<Large>(args, ld, choice);
   }

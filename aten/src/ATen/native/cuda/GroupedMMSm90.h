@@ -32,7 +32,11 @@ struct LeadingDims {
 // NOTES.md). If either kernel would get less than one wave of CTAs, all
 // groups go to the other (split_placement). The best config depends on the
 // group sizes, which the host cannot see without a sync.
-enum class TileConfig { kLarge, kMedium, kSmall, kSplit };
+// kLargeSolo (an experiment, bf16 only, OVERLAP_OPS_SM90_TILE=large_solo):
+// kLarge's tiles without the cluster, so no group is padded to an even
+// number of 128-row tiles, at the cost of each CTA loading its own weight
+// tile (no multicast). One kernel for every group, no split.
+enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo };
 
 // kLean: CUTLASS's host-side initialisation after the filling kernel's
 // launch, and its shared-memory attribute set once per kernel and device.

@@ -109,13 +109,13 @@ sm90::TileChoice split_choice() {
   return {sm90::TileConfig::kSplit, min_odd_tiles_for_large()};
 }
 
-// OVERLAP_OPS_SM90_TILE=large|medium|small|split pins the tile config for
-// tuning runs (tools/gpu_session.sh benchtiles); unset or auto uses the
-// heuristic. split applies to row-grouped calls only (others keep the
-// heuristic).
+// OVERLAP_OPS_SM90_TILE=large|medium|small|split|large_solo pins the tile
+// config for tuning runs (tools/gpu_session.sh benchtiles); unset or auto
+// uses the heuristic. split applies to row-grouped calls only (others keep
+// the heuristic); large_solo (an experiment) to bf16 only.
 std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
-  switch (env_choice(
-      "OVERLAP_OPS_SM90_TILE", {"small", "medium", "large", "split"})) {
+  switch (env_choice("OVERLAP_OPS_SM90_TILE",
+                     {"small", "medium", "large", "split", "large_solo"})) {
     case 1:
       return sm90::TileChoice{sm90::TileConfig::kSmall};
     case 2:
@@ -127,6 +127,8 @@ std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
         return split_choice();
       }
       return std::nullopt;
+    case 5:
+      return sm90::TileChoice{sm90::TileConfig::kLargeSolo};
     default:
       return std::nullopt;
   }
