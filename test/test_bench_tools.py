@@ -909,6 +909,34 @@ class TestInductorKernel(TestCase):
         self.assertEqual(result["inductor_kernel"], "(no autotuning report)")
         self.assertNotIn("ours_kernel", ours)
 
+    def test_inductor_winner_reused_for_the_same_shapes(self):
+        # Another dist of a case has the same input shapes: Inductor's
+        # cache answers without a report, and the row gets the winner
+        # recorded for those shapes.
+        spec = bench._plan(cases.load_suite(_SUITES[0]),
+                           bench._parse_args(["--quick"]))[0]
+        a, b = torch.ones(4, 3), torch.ones(2, 3, 5)
+        offs = torch.tensor([1, 4], dtype=torch.int32)
+        ref = torch.ones(2, 2, dtype=torch.float64)
+
+        def tuned(a, b, offs):
+            sys.stderr.write(TestInductorKernel._LOG)
+            return torch.ones(2, 2)
+
+        with unittest.mock.patch.object(bench, "_group_error",
+                                        return_value=0.0), \
+                unittest.mock.patch.dict(bench._INDUCTOR_WINNERS, clear=True), \
+                contextlib.redirect_stderr(io.StringIO()):
+            first = bench._check_column("inductor", tuned, spec, a, b, offs,
+                                        [1, 3], ref)
+            again = bench._check_column(
+                "inductor", lambda a, b, offs: torch.ones(2, 2), spec, a, b,
+                offs, [1, 3], ref)
+        winner = "triton_grouped_mm_130: BLOCK_M=32, BLOCK_N=256"
+        self.assertEqual(first["inductor_kernel"], winner)
+        self.assertEqual(again["inductor_kernel"],
+                         winner + " (cached: tuned on an earlier row)")
+
 
 class TestProfileTool(TestCase):
     """tools/profile_grouped_mm.py (the ncu driver) refuses an unknown case

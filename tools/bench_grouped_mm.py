@@ -411,10 +411,12 @@ def _inductor_fn() -> Callable[..., torch.Tensor]:
 
     compiled = torch.compile(call, mode="max-autotune-no-cudagraphs",
                              dynamic=False)
-    # Inductor reports its autotuning winner only when it benchmarks; its
-    # caches would skip that for every row after the first of a case (the
-    # dists share the input shapes). So the first call, which compiles,
-    # runs without them.
+    # Inductor reports its autotuning winner only when it benchmarks, and
+    # its caches skip that for shapes tuned before (another dist of the
+    # case, or an earlier process). So the first call, which compiles,
+    # runs without the caches, once per input shapes in this process;
+    # later rows of the same shapes reuse the cache and the winner
+    # recorded for them (_check_column).
     uncached = {name: False for name in ("fx_graph_cache",
                                         "autotune_local_cache")
                 if hasattr(torch._inductor.config, name)}
@@ -422,13 +424,26 @@ def _inductor_fn() -> Callable[..., torch.Tensor]:
 
     def first_uncached(a: torch.Tensor, b: torch.Tensor,
                        offs: torch.Tensor) -> torch.Tensor:
-        if compiled_once:
+        if compiled_once or _shape_key(a, b, offs) in _INDUCTOR_WINNERS:
+            compiled_once.append(True)
             return compiled(a, b, offs)
         compiled_once.append(True)
         with torch._inductor.config.patch(uncached):
             return compiled(a, b, offs)
 
     return first_uncached
+
+
+# Inductor's autotuning winner per input shapes, as recorded this process.
+_INDUCTOR_WINNERS: dict[tuple[Any, ...], str] = {}
+
+
+def _shape_key(a: Any, b: Any, offs: Any) -> Optional[tuple[Any, ...]]:
+    """What Inductor's compile and autotuning cache depend on here."""
+    if not all(isinstance(t, torch.Tensor) for t in (a, b, offs)):
+        return None
+    return (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(),
+            a.dtype, tuple(offs.shape), offs.dtype)
 
 
 _AUTOTUNE_MARK = "Autotune Choices Stats:"
@@ -544,10 +559,16 @@ def _check_column(name: str, fn: Callable[..., torch.Tensor],
     result = {f"{name}_check": "pass" if ok else "fail",
               f"{name}_rel_err": err, f"{name}_error": None}
     winner = autotune_winner("".join(tee.parts))
+    if name == "inductor":
+        key = _shape_key(a, b, offs)
+        if winner is not None and key is not None:
+            _INDUCTOR_WINNERS[key] = winner
+        elif winner is None:
+            known = _INDUCTOR_WINNERS.get(key) if key is not None else None
+            winner = (f"{known} (cached: tuned on an earlier row)" if known
+                      else "(no autotuning report)")
     if winner is not None:
         result[f"{name}_kernel"] = winner
-    elif name == "inductor":
-        result[f"{name}_kernel"] = "(no autotuning report)"
     return result
 
 

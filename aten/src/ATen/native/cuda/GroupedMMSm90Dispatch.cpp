@@ -213,6 +213,12 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
   }
+  TORCH_CHECK(
+      choice.config != sm90::TileConfig::kLargeSolo ||
+          (in == kBFloat16 && args.out.scalar_type() == kBFloat16),
+      "grouped_mm: OVERLAP_OPS_SM90_TILE=large_solo is built for bf16 "
+      "inputs and output only, got ", in, " inputs and ",
+      args.out.scalar_type(), " output");
   const bool padded_k_on = padded_k_allowed();
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
@@ -222,8 +228,9 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   }
   const bool padded_k = tf32 && args.geo.grouped == GroupedDim::kReduction;
   if (padded_k &&
-      !(args.geo.d.col == 1 && aligned(args.out, args.geo.d, Major::kRow,
-                                       kTf32KGroupPad))) {
+      !(args.geo.d.col == 1 &&
+        aligned(args.out, args.geo.d, Major::kRow,
+                kTmaAlignBytes / args.out.element_size()))) {
     return false;  // before the copies: the output decides alone here
   }
   const SettledOperands ops = padded_k
