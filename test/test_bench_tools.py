@@ -909,6 +909,31 @@ class TestInductorKernel(TestCase):
         self.assertEqual(result["inductor_kernel"], "(no autotuning report)")
         self.assertNotIn("ours_kernel", ours)
 
+    def test_inductor_compiles_uncached_once_per_shapes(self):
+        # Only a call that compiles new shapes turns Inductor's caches off
+        # (so it autotunes and reports); timed calls run as compiled.
+        seen = []
+
+        def fake_compile(fn, **kwargs):
+            def run(a, b, offs):
+                seen.append(torch._inductor.config.fx_graph_cache)
+                return a
+            return run
+
+        a, b = torch.ones(4, 3), torch.ones(2, 3, 5)
+        offs = torch.tensor([1, 4], dtype=torch.int32)
+        import torch._inductor.config as inductor_config
+        with unittest.mock.patch.object(torch, "compile", fake_compile), \
+                unittest.mock.patch.dict(bench._INDUCTOR_WINNERS,
+                                         clear=True), \
+                inductor_config.patch(fx_graph_cache=True):
+            fn = bench._inductor_fn()
+            fn(a, b, offs)
+            fn(a, b, offs)
+            bench._INDUCTOR_WINNERS[bench._shape_key(a, b, offs)] = "k"
+            bench._inductor_fn()(a, b, offs)  # a later row, same shapes
+        self.assertEqual(seen, [False, True, True])
+
     def test_inductor_winner_reused_for_the_same_shapes(self):
         # Another dist of a case has the same input shapes: Inductor's
         # cache answers without a report, and the row gets the winner

@@ -420,14 +420,13 @@ def _inductor_fn() -> Callable[..., torch.Tensor]:
     uncached = {name: False for name in ("fx_graph_cache",
                                         "autotune_local_cache")
                 if hasattr(torch._inductor.config, name)}
-    compiled_once: list[bool] = []
+    state = {"first": True}
 
     def first_uncached(a: torch.Tensor, b: torch.Tensor,
                        offs: torch.Tensor) -> torch.Tensor:
-        if compiled_once or _shape_key(a, b, offs) in _INDUCTOR_WINNERS:
-            compiled_once.append(True)
+        first, state["first"] = state["first"], False
+        if not first or _shape_key(a, b, offs) in _INDUCTOR_WINNERS:
             return compiled(a, b, offs)
-        compiled_once.append(True)
         with torch._inductor.config.patch(uncached):
             return compiled(a, b, offs)
 
