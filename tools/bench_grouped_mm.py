@@ -557,18 +557,23 @@ def _check_column(name: str, fn: Callable[..., torch.Tensor],
     ok = err < _TOLERANCE[spec.label]  # False for NaN
     result = {f"{name}_check": "pass" if ok else "fail",
               f"{name}_rel_err": err, f"{name}_error": None}
-    winner = autotune_winner("".join(tee.parts))
     if name == "inductor":
-        key = _shape_key(a, b, offs)
-        if winner is not None and key is not None:
-            _INDUCTOR_WINNERS[key] = winner
-        elif winner is None:
-            known = _INDUCTOR_WINNERS.get(key) if key is not None else None
-            winner = (f"{known} (cached: tuned on an earlier row)" if known
-                      else "(no autotuning report)")
-    if winner is not None:
-        result[f"{name}_kernel"] = winner
+        result["inductor_kernel"] = _inductor_kernel(
+            "".join(tee.parts), _shape_key(a, b, offs))
     return result
+
+
+def _inductor_kernel(log: str, key: Optional[tuple[Any, ...]]) -> str:
+    """The kernel Inductor picked for a row from its compile's stderr, or
+    the one recorded for the same input shapes when its cache answered."""
+    winner = autotune_winner(log)
+    if winner is not None:
+        if key is not None:
+            _INDUCTOR_WINNERS[key] = winner
+        return winner
+    known = _INDUCTOR_WINNERS.get(key) if key is not None else None
+    return (f"{known} (cached: tuned on an earlier row)" if known
+            else "(no autotuning report)")
 
 
 def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],

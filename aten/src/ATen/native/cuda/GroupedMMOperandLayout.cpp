@@ -121,13 +121,18 @@ SettledOperands settle_k_padded_operands(
           Major::kCol, pad};
 }
 
+bool output_aligned(const LaunchArgs& args, int64_t align_bytes) {
+  return args.geo.d.col == 1 &&
+      aligned(args.out, args.geo.d, Major::kRow,
+              align_bytes / args.out.element_size());
+}
+
 bool operands_aligned(
     const LaunchArgs& args, const SettledOperands& ops, int64_t align_bytes) {
   const int64_t in = align_bytes / ops.a.element_size();
-  const int64_t out = align_bytes / args.out.element_size();
   return aligned(ops.a, ops.sa, ops.a_major, in) &&
-      aligned(ops.b, ops.sb, ops.b_major, in) && args.geo.d.col == 1 &&
-      aligned(args.out, args.geo.d, Major::kRow, out);
+      aligned(ops.b, ops.sb, ops.b_major, in) &&
+      output_aligned(args, align_bytes);
 }
 
 void use_settled_operands(LaunchArgs& args, const SettledOperands& ops) {

@@ -78,6 +78,9 @@ SettledOperands settle_operands(
 // that every group's base is aligned whatever the offsets are.
 SettledOperands settle_k_padded_operands(const LaunchArgs& args, int64_t pad);
 
+// D row-major and aligned to align_bytes in the sense of aligned().
+bool output_aligned(const LaunchArgs& args, int64_t align_bytes);
+
 // A, B and D (which must be row-major) all aligned to align_bytes, in the
 // sense of aligned(): the vector width every group's loads and stores use.
 bool operands_aligned(

@@ -47,50 +47,55 @@ __host__ __device__ inline bool cols_fast(const OperandStrides& s) {
 // Where an element lands in dst: at its own (row, col), for a plain copy.
 struct SameIndex {
   static constexpr bool kMoves = false;
-  bool along_rows = false;
-  __device__ int64_t operator()(int64_t i) const {
-    return i;
-  }
 };
 
 // A copy grouped along K (rows when along_rows, else columns) into one
-// with padded group starts: index k of group g lands at
-// padded_k_start(start_g, g, pad) + k - start_g. The group is found by a
-// binary search of offs, clamped as group_problem clamps them; an index in
-// no group (at or past offs[-1], or in a gap bad offsets leave) maps to -1
-// and is not written. Nothing reads the unwritten slots, except a group
-// that decreasing offsets make overlap another (in bounds; its result is
-// unspecified, as with any bad offsets).
+// with padded group starts: index k of group g lands where group_problem
+// tells the GEMM to read it, given geo (K-grouped, unit K stride,
+// k_group_pad set). The group is found by a binary search of offs; an
+// index in no group (at or past offs[-1], or in a gap bad offsets leave)
+// maps to -1 and is not written. Nothing reads the unwritten slots, except
+// a group that decreasing offsets make overlap another (in bounds; its
+// result is unspecified, as with any bad offsets).
 template <typename OffsT>
 struct PaddedKIndex {
   static constexpr bool kMoves = true;
   bool along_rows;
   const OffsT* offs;
-  int64_t num_groups;
-  int64_t extent;
-  int64_t pad;
+  Geometry geo;
   __device__ int64_t operator()(int64_t k) const {
     int64_t lo = 0;
-    int64_t hi = num_groups;
+    int64_t hi = geo.num_groups;
     while (lo < hi) {  // the first group whose end is past k
       const int64_t mid = (lo + hi) / 2;
-      if (clamp_offset(offs, mid, 0, extent) > k) {
+      if (clamp_offset(offs, mid, 0, geo.extent) > k) {
         hi = mid;
       } else {
         lo = mid + 1;
       }
     }
-    if (lo == num_groups) {
+    if (lo == geo.num_groups) {
       return -1;
     }
-    const int64_t start = lo > 0 ? clamp_offset(offs, lo - 1, 0, extent) : 0;
-    const int64_t end = clamp_offset(offs, lo, start, extent);
-    if (k < start || k >= end) {
+    const Group p = group_problem(geo, offs, lo);
+    if (k < p.start || k >= p.start + p.k) {
       return -1;
     }
-    return padded_k_start(start, lo, pad) + (k - start);
+    return p.a_offset + (k - p.start);
   }
 };
+
+// The geometry PaddedKIndex maps through: only K's grouping and padding
+// matter, and K is the unit-stride dimension of the copy.
+Geometry padded_k_geometry(int64_t num_groups, int64_t extent, int64_t pad) {
+  Geometry geo{};
+  geo.num_groups = num_groups;
+  geo.grouped = GroupedDim::kReduction;
+  geo.extent = extent;
+  geo.a = {0, 0, 1};
+  geo.k_group_pad = pad;
+  return geo;
+}
 
 template <typename In, typename Out, typename DstIndex>
 __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
@@ -272,7 +277,8 @@ void copy_k_groups_padded(
         std::remove_pointer_t<decltype(offs_data)>>;
     launch_relayout<float, float>(
         src, dst, copy_blocks(sm_limit),
-        PaddedKIndex<OffsT>{k_along_rows, offs_data, num_groups, extent, pad});
+        PaddedKIndex<OffsT>{k_along_rows, offs_data,
+                            padded_k_geometry(num_groups, extent, pad)});
   });
 }
 

@@ -227,10 +227,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
     return false;  // the SM80 kernels take it
   }
   const bool padded_k = tf32 && args.geo.grouped == GroupedDim::kReduction;
-  if (padded_k &&
-      !(args.geo.d.col == 1 &&
-        aligned(args.out, args.geo.d, Major::kRow,
-                kTmaAlignBytes / args.out.element_size()))) {
+  if (padded_k && !output_aligned(args, kTmaAlignBytes)) {
     return false;  // before the copies: the output decides alone here
   }
   const SettledOperands ops = padded_k
