@@ -85,9 +85,9 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
     GroupedMMTf32Route.h picks for the call under TF32 on Hopper (the
     tests' calls are small, so SM80 unless the SM90 path copies no more
     than the SM80 one); grouped_along_k: a 2d x 2d call, which TF32 WGMMA
-    runs only on padded copies: forced SM90 takes them, auto does only
-    with OVERLAP_OPS_SM90_TF32_PADDED_K=on and then not for the tests'
-    small calls."""
+    runs only on padded copies: forced SM90 takes them, auto only for
+    large m and n (never the tests' small calls), and never with
+    OVERLAP_OPS_SM90_TF32_PADDED_K=off."""
     requested = os.environ.get(_BACKEND_ENV) or "auto"
     major = torch.cuda.get_device_capability(device)[0]
     tf32 = dtype == torch.float32
@@ -541,17 +541,22 @@ class TestHopperTf32Route(TestCase):
     def test_grouping_along_k_weighs_both_copies(self):
         # 2d x 2d: the SM90 path copies A (m x K) and B (K x n), K-major
         # with padded group starts; the SM80 kernels read them as they are.
-        # SM90 wins when 1 / m + 1 / n < 1 / 433. mixtral_8x7b_w13 wgrad:
-        # the SM80 kernels took 25.6 ms (stock 15.3); predicted SM90 13.7
-        # ms + 2.0 ms of copies.
+        # SM90 wins when 1 / m + 1 / n < 1 / 1250, the crossover measured
+        # on the H200 (results/tf32/2026-11-30j-padk, both paths in one
+        # run; wgrad: m = K, n = N of the case).
         def along_k(m, k, n, groups):
             return self.family(m, k, n, groups, transpose_a=True,
                                transpose_b=True, grouped_along_k=True)
+        # mixtral_8x7b_w13: SM90 19.0 ms vs SM80 26.2 (stock 15.8).
         self.assertEqual(along_k(4096, 32768, 14336, 8), "sm90")
         self.assertEqual(along_k(7168, 32768, 4096, 32), "sm90")
-        # Equal m and n: the crossover is near 866, whatever K.
-        self.assertEqual(along_k(800, 1 << 20, 800, 8), "sm80")
-        self.assertEqual(along_k(950, 1 << 20, 950, 8), "sm90")
+        # deepseek_v3_ep8_w2 (6.3e-4): SM90 5.5 ms vs SM80 6.7 (balanced).
+        self.assertEqual(along_k(2048, 32768, 7168, 32), "sm90")
+        # qwen3_30b_a3b_w13 (1.14e-3): SM80 2.85 ms vs SM90 2.96.
+        self.assertEqual(along_k(2048, 65536, 1536, 128), "sm80")
+        # Equal m and n: the crossover is at 2500, whatever K.
+        self.assertEqual(along_k(2400, 1 << 20, 2400, 8), "sm80")
+        self.assertEqual(along_k(2600, 1 << 20, 2600, 8), "sm90")
         # The tests' small calls stay on SM80.
         self.assertEqual(along_k(32, 256, 48, 8), "sm80")
 
@@ -636,16 +641,18 @@ class TestTf32PaddedK(GroupedMMTestCase):
     K-major with each group's K range moved to a 16-byte boundary
     (copy_k_groups_padded), since TMA needs aligned group bases and the
     offsets are arbitrary. Forced here with OVERLAP_OPS_GROUPED_MM_BACKEND
-    =sm90 (the default route keeps the SM80 kernels unless
-    OVERLAP_OPS_SM90_TF32_PADDED_K=on)."""
+    =sm90 (the default route takes them only for large m and n, which
+    these small calls are not)."""
 
     def setUp(self):
         super().setUp()
         if torch.cuda.get_device_capability()[0] != 9:
             self.skipTest("TF32 WGMMA: Hopper only")
 
-    @staticmethod
-    def _forced_sm90():
+    # Plain functions as class attributes, not staticmethods:
+    # instantiate_device_type_tests copies members with getattr, which
+    # unwraps a staticmethod into a function that then binds self.
+    def _forced_sm90(self):
         return unittest.mock.patch.dict(os.environ, {_BACKEND_ENV: "sm90"})
 
     def _run(self, device, sizes, m, n, a_transposed=True,
@@ -754,17 +761,16 @@ class TestTf32PaddedK(GroupedMMTestCase):
 
 
 class TestSm90LargeSoloTile(GroupedMMTestCase):
-    """The experimental OVERLAP_OPS_SM90_TILE=large_solo (128x256 tiles
-    without the 2-CTA cluster; bf16 only): correct in every layout that
-    reaches the Hopper kernels, and a clear error for other dtypes."""
+    """OVERLAP_OPS_SM90_TILE=large_solo (128x256 tiles without the 2-CTA
+    cluster; the default for row-grouped calls past decode sizes): correct
+    in every layout that reaches the Hopper kernels, in every dtype."""
 
     def setUp(self):
         super().setUp()
         if torch.cuda.get_device_capability()[0] != 9:
             self.skipTest("Hopper kernels only")
 
-    @staticmethod
-    def _solo():
+    def _solo(self):
         # The backend pinned too: testsm80 and the sanitizer's sm80 and
         # generic configs run this file with another one set.
         return unittest.mock.patch.dict(
@@ -800,16 +806,25 @@ class TestSm90LargeSoloTile(GroupedMMTestCase):
             if layout == "3d_3d":
                 break
 
-    def test_other_dtypes_raise(self, device):
-        offs = make_offsets([20, 44], device)
+    def test_other_dtypes_match_reference(self, device):
+        # Odd tile counts and an empty group, with a bias; float32 through
+        # TF32 (K-major weights: no copy decides the route).
+        sizes = [300, 0, 129, 1]
+        offs = make_offsets(sizes, device)
         for dtype, out_dtype in [(torch.float16, None),
-                                 (torch.bfloat16, torch.float32)]:
-            a = _randn(64, 32, device=device, dtype=dtype)
-            b = _randn(2, 32, 64, device=device, dtype=dtype)
-            with self._solo():
-                with self.assertRaisesRegex(
-                        RuntimeError, "large_solo is built for bf16 inputs"):
-                    _grouped_mm(a, b, offs, None, out_dtype)
+                                 (torch.float16, torch.float32),
+                                 (torch.bfloat16, torch.float32),
+                                 (torch.float32, None)]:
+            a = _randn(sum(sizes), 64, device=device, dtype=dtype)
+            b = _randn(len(sizes), 64, 256, device=device, dtype=dtype,
+                       transposed=True)
+            bias = _randn(len(sizes), 256, device=device, dtype=dtype)
+            with self._solo(), _allow_tf32(True):
+                self._run_and_check(a, b, offs, bias, out_dtype)
+                names = [name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs, bias, out_dtype))]
+            self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
+                                 for name in names), 1, (dtype, names))
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.

@@ -63,7 +63,8 @@ static_assert(cute::size<0>(LargeTileConfig::TileShape{}) == kRowTile &&
 static_assert(cute::size<0>(MediumTileConfig::TileShape{}) == kRowTile &&
               cute::size<1>(MediumTileConfig::TileShape{}) == kMediumTileCols);
 
-// TileConfig::kLargeSolo: LargeTileConfig without the cluster.
+// TileConfig::kLargeSolo: LargeTileConfig without the cluster, so no group
+// is padded to an even number of 128-row tiles.
 struct LargeSoloTileConfig {
   using TileShape = LargeTileConfig::TileShape;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -510,17 +511,9 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
     case TileConfig::kSplit:
       return run_grouped_gemm<Medium, Large>(args, ld, choice);
     case TileConfig::kLargeSolo:
-      // Built for bf16 in and out only, so the experiment does not slow
-      // every other instantiation's build.
-      if constexpr (std::is_same_v<In, c10::BFloat16> &&
-                    std::is_same_v<Out, c10::BFloat16>) {
-        return run_grouped_gemm<GroupedGemm<
-            In, Out, kARowMajor, kBRowMajor, LargeSoloTileConfig>>(
-            args, ld, choice);
-      } else {
-        return "OVERLAP_OPS_SM90_TILE=large_solo is built for bf16 inputs "
-               "and output only";
-      }
+      return run_grouped_gemm<GroupedGemm<
+          In, Out, kARowMajor, kBRowMajor, LargeSoloTileConfig>>(
+          args, ld, choice);
     default:
       return run_grouped_gemm<Large>(args, ld, choice);
   }

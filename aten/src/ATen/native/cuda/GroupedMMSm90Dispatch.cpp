@@ -59,12 +59,12 @@ int64_t min_odd_tiles_for_large() {
   return value;
 }
 
-// TF32 grouped along K on the SM90 kernels (padded copies of A and B):
-// OVERLAP_OPS_SM90_TF32_PADDED_K=on lets the cost model choose them; off
-// (the default until they have run on a GPU) keeps the SM80 kernels. A
+// TF32 grouped along K on the SM90 kernels (padded copies of A and B): the
+// route chooses them where they win (the default, on);
+// OVERLAP_OPS_SM90_TF32_PADDED_K=off keeps the SM80 kernels (A/B runs). A
 // forced OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 takes them either way.
 bool padded_k_allowed() {
-  return env_choice("OVERLAP_OPS_SM90_TF32_PADDED_K", {"off", "on"}) == 2;
+  return env_choice("OVERLAP_OPS_SM90_TF32_PADDED_K", {"on", "off"}) != 2;
 }
 
 // TF32 on Hopper: the SM90 kernels, unless the SM80 ones (which read either
@@ -112,7 +112,7 @@ sm90::TileChoice split_choice() {
 // OVERLAP_OPS_SM90_TILE=large|medium|small|split|large_solo pins the tile
 // config for tuning runs (tools/gpu_session.sh benchtiles); unset or auto
 // uses the heuristic. split applies to row-grouped calls only (others keep
-// the heuristic); large_solo (an experiment) to bf16 only.
+// the heuristic).
 std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
   switch (env_choice("OVERLAP_OPS_SM90_TILE",
                      {"small", "medium", "large", "split", "large_solo"})) {
@@ -146,7 +146,9 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo) {
     return {sm90::TileConfig::kSmall};
   }
   if (row_grouped) {
-    return split_choice();
+    // One 128x256 kernel without clusters: no group's tile count is padded
+    // to even, which beat the medium/large split on every measured row.
+    return {sm90::TileConfig::kLargeSolo};
   }
   return {rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
                                                : sm90::TileConfig::kLarge};
@@ -213,12 +215,6 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
   }
-  TORCH_CHECK(
-      choice.config != sm90::TileConfig::kLargeSolo ||
-          (in == kBFloat16 && args.out.scalar_type() == kBFloat16),
-      "grouped_mm: OVERLAP_OPS_SM90_TILE=large_solo is built for bf16 "
-      "inputs and output only, got ", in, " inputs and ",
-      args.out.scalar_type(), " output");
   const bool padded_k_on = padded_k_allowed();
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);

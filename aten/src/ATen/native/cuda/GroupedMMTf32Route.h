@@ -38,16 +38,29 @@ struct Tf32Work {
   bool transpose_b;
 };
 
+// Grouped along K, the SM90 path copies both operands (m x K and K x n)
+// and the SM80 kernels neither, so the copies cost K (m + n) against work
+// of K m n: SM90 wins when 1 / m + 1 / n is below a crossover, whatever K.
+// The model below put it at 1 / 433; the H200 put it lower (results/tf32/
+// 2026-11-30j-padk, both paths in one run): SM90 won at 6.3e-4
+// (deepseek_v3_ep8_w2, 5.5-5.9 vs 6.6-7.0 ms) and below, SM80 at 1.14e-3
+// (qwen3_30b_a3b_w13, 2.85 vs 2.96 ms) and above. The SM90 TF32 GEMM ran
+// at ~226 TFLOP/s there, not 282 (mixtral_8x7b_w13: 19.0 ms, 2.0 of them
+// copies). 1 / 1250 lies between the two.
+constexpr double kPaddedKMaxInverseSum = 1.0 / 1250.0;
+
 // The SM90 kernels unless the time to transpose exceeds what their higher
 // throughput saves: with a transposed B of G x K x N floats against a
 // 2 M K N FLOP problem, SM90 wins from about 430 rows per group on.
-// Grouped along K (SM90 copies A and B, the SM80 kernels neither), SM90
-// wins when 1 / m + 1 / n < 1 / 433, whatever K: mixtral_8x7b_w13's wgrad
-// is predicted at 13.7 ms of GEMM plus 2.0 ms of copies, against 25.6 ms
-// measured on the SM80 kernels (stock 15.3).
 inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
   if (!w.transpose_a && !w.transpose_b) {
     return Tf32Family::kSm90;
+  }
+  if (w.grouped_along_k) {
+    return w.m > 0 && w.n > 0 &&
+            1.0 / double(w.m) + 1.0 / double(w.n) < kPaddedKMaxInverseSum
+        ? Tf32Family::kSm90
+        : Tf32Family::kSm80;
   }
   const double float_bytes = 4.0;
   const double b_matrices = w.grouped_along_k ? 1.0 : double(w.groups);
