@@ -70,7 +70,7 @@ for stage in "$@"; do
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
-      for tile in small medium large split; do
+      for tile in small medium large split large_solo; do
         echo "-- OVERLAP_OPS_SM90_TILE=$tile"
         OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm_cuda.py \
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
@@ -263,15 +263,16 @@ for stage in "$@"; do
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
     benchpadk)
-      # TF32 wgrad (2d x 2d) on the SM80 kernels (the default) against the
-      # SM90 kernels through padded K-major copies (the same-run variant
-      # padk, OVERLAP_OPS_SM90_TF32_PADDED_K=on). PADK_CASES narrows it.
+      # TF32 wgrad (2d x 2d) by the default route (SM90 through padded
+      # K-major copies where 1/m + 1/n < 1/1250) against the SM80 kernels
+      # for every call (the same-run variant sm80k,
+      # OVERLAP_OPS_SM90_TF32_PADDED_K=off). PADK_CASES narrows it.
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
       echo "benchpadk: $left s left"
       mkdir -p "$OUT/padk"
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/padk" \
         --passes wgrad --dtypes fp32 ${PADK_CASES:+--cases $PADK_CASES} \
-        --variant padk:OVERLAP_OPS_SM90_TF32_PADDED_K=on 2>&1 | tail -20
+        --variant sm80k:OVERLAP_OPS_SM90_TF32_PADDED_K=off 2>&1 | tail -20
       ;;
     benchextra)
       # The second suite (bench/moe_shapes_extra.json) into $OUT/extra.

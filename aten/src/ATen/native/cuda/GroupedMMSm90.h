@@ -32,12 +32,13 @@ struct LeadingDims {
 // NOTES.md). If either kernel would get less than one wave of CTAs, all
 // groups go to the other (split_placement). The best config depends on the
 // group sizes, which the host cannot see without a sync.
-// kLargeSolo (the default for row-grouped calls past decode sizes):
+// kLargeSolo (the default for 16-bit row-grouped calls past decode sizes):
 // kLarge's tiles without the cluster, so no group is padded to an even
 // number of 128-row tiles, at the cost of each CTA loading its own weight
 // tile (no multicast). One kernel for every group, no split. It beat the
 // split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
-// geometric mean, results/tiles/2026-11-30j), so kSplit is now opt-in.
+// geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
+// (large_solo was slower there) and is opt-in for 16-bit.
 enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo };
 
 // kLean: CUTLASS's host-side initialisation after the filling kernel's

@@ -134,7 +134,7 @@ std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
   }
 }
 
-sm90::TileChoice pick_tile_choice(const Geometry& geo) {
+sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   if (const auto forced = forced_tile_choice(geo)) {
     return *forced;
   }
@@ -146,9 +146,13 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo) {
     return {sm90::TileConfig::kSmall};
   }
   if (row_grouped) {
-    // One 128x256 kernel without clusters: no group's tile count is padded
-    // to even, which beat the medium/large split on every measured row.
-    return {sm90::TileConfig::kLargeSolo};
+    // 16-bit: one 128x256 kernel without clusters, so no group's tile count
+    // is padded to even; it beat the medium/large split on every measured
+    // bf16 row. TF32 keeps the split, which beat large_solo there (tf32
+    // dgrad 0.93 vs 1.01 of stock, results/tiles/2026-11-30j-tf32; not
+    // profiled: 128x256 tiles of floats leave fewer pipeline stages).
+    return in == kFloat ? split_choice()
+                        : sm90::TileChoice{sm90::TileConfig::kLargeSolo};
   }
   return {rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
                                                : sm90::TileConfig::kLarge};
@@ -208,7 +212,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
     return false;
   }
   // The environment switches first: a bad value raises before any launch.
-  sm90::TileChoice choice = pick_tile_choice(args.geo);
+  sm90::TileChoice choice = pick_tile_choice(args.geo, in);
   if (env_choice("OVERLAP_OPS_SM90_HOST_PATH", {"lean", "classic"}) == 2) {
     choice.host_path = sm90::HostPath::kClassic;
   }
