@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import unittest.mock
 
@@ -827,12 +828,59 @@ class TestSm90LargeSoloTile(GroupedMMTestCase):
                                  for name in names), 1, (dtype, names))
 
 
+class TestSm90Tf32ShortK(GroupedMMTestCase):
+    """OVERLAP_OPS_SM90_TF32_K_TILE=short: the Hopper TF32 kernels with
+    half the configs' K extent (as many bytes per mainloop stage as
+    16-bit), for every tile config, checked against float64 per group."""
+
+    def setUp(self):
+        super().setUp()
+        if torch.cuda.get_device_capability()[0] != 9:
+            self.skipTest("TF32 WGMMA: Hopper only")
+
+    def _short_k(self, tile):
+        return unittest.mock.patch.dict(
+            os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "short",
+                         "OVERLAP_OPS_SM90_TILE": tile,
+                         _BACKEND_ENV: "sm90"})
+
+    @parametrize("tile", ["small", "medium", "large", "split",
+                          "large_solo"])
+    def test_matches_reference(self, device, tile):
+        # K-major weights (no copy), K not a multiple of the 32-float
+        # tile, odd 128-row tile counts, an empty group, a bias.
+        sizes = [300, 0, 129, 1, 640]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes) + 5, 72, device=device, dtype=torch.float32)
+        b = _randn(len(sizes), 72, 256, device=device, dtype=torch.float32,
+                   transposed=True)
+        bias = _randn(len(sizes), 256, device=device, dtype=torch.float32)
+        with self._short_k(tile), _allow_tf32(True):
+            self._run_and_check(a, b, offs, bias)
+            names = [name for name, _ in launched_kernels(
+                lambda: _grouped_mm(a, b, offs, bias))]
+        gemms = [name for name in names if _FAMILY_KERNELS["sm90"] in name]
+        self.assertTrue(gemms, names)
+        # The mainloop's CTA tile (the first M x N x K tuple in the
+        # kernel's name, followed by the input element type): K is 32
+        # floats (64 for small), not the default 64 (128).
+        k_tile = 64 if tile == "small" else 32
+        for name in gemms:
+            match = re.search(
+                r"tuple<C<\d+>, C<\d+>, C<(\d+)>>, (?:tfloat32_t|float)",
+                name)
+            self.assertIsNotNone(match, name)
+            self.assertEqual(int(match.group(1)), k_tile, name)
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestSm90LargeSoloTile, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

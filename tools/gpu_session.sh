@@ -92,13 +92,16 @@ for stage in "$@"; do
       # Hopper's TF32 route (GroupedMMTf32Route.h) hands some calls to the
       # SM80 kernels.
       # Then with SM90 forced, so its TF32 kernels (and the transposing
-      # copy) run every call they can.
-      for backend in auto sm90; do
-        echo "-- OVERLAP_OPS_GROUPED_MM_BACKEND=$backend"
+      # copy) run every call they can; then so again with the short K
+      # tile (OVERLAP_OPS_SM90_TF32_K_TILE=short).
+      for run in auto:long sm90:long sm90:short; do
+        backend=${run%%:*}; k_tile=${run#*:}
+        echo "-- OVERLAP_OPS_GROUPED_MM_BACKEND=$backend K tile $k_tile"
         OVERLAP_OPS_TEST_TF32=1 OVERLAP_OPS_GROUPED_MM_BACKEND=$backend \
+          OVERLAP_OPS_SM90_TF32_K_TILE=$k_tile \
           python3 -m pytest -q test/test_grouped_mm_cuda.py \
           test/test_grouped_mm_autograd.py -k "cuda and float32" 2>&1 \
-          | tee "$OUT/test_tf32_$backend.log" | tail -15
+          | tee "$OUT/test_tf32_${backend}_$k_tile.log" | tail -15
       done
       ;;
     testall)

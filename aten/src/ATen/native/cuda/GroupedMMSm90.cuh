@@ -79,6 +79,26 @@ struct SmallTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
+// The configs' K extents are sized for 16-bit inputs (64 or 128 elements
+// per row of a mainloop stage). A TF32 stage of as many floats is twice
+// the bytes: the 128x256 tile then fits two stages (96 KB each) where
+// 16-bit fits four. HalfK keeps the bytes per stage for TF32
+// (OVERLAP_OPS_SM90_TF32_K_TILE=short, an A/B switch).
+template <typename Config>
+struct HalfK {
+  using Tile = typename Config::TileShape;
+  using TileShape = cute::Shape<
+      cute::Int<decltype(cute::size<0>(Tile{}))::value>,
+      cute::Int<decltype(cute::size<1>(Tile{}))::value>,
+      cute::Int<decltype(cute::size<2>(Tile{}))::value / 2>>;
+  using ClusterShape = typename Config::ClusterShape;
+  using KernelSchedule = typename Config::KernelSchedule;
+  using EpilogueSchedule = typename Config::EpilogueSchedule;
+};
+
+template <typename Config>
+using SameK = Config;
+
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           typename Config>
 struct GroupedGemm {
@@ -496,13 +516,16 @@ const char* run_grouped_gemm(
   return nullptr;
 }
 
-template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
-const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
-                     TileChoice choice) {
-  using Small = GroupedGemm<In, Out, kARowMajor, kBRowMajor, SmallTileConfig>;
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
+          template <typename> class KTile>
+const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
+                            TileChoice choice) {
+  using Small =
+      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<SmallTileConfig>>;
   using Medium =
-      GroupedGemm<In, Out, kARowMajor, kBRowMajor, MediumTileConfig>;
-  using Large = GroupedGemm<In, Out, kARowMajor, kBRowMajor, LargeTileConfig>;
+      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<MediumTileConfig>>;
+  using Large =
+      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<LargeTileConfig>>;
   switch (choice.config) {
     case TileConfig::kSmall:
       return run_grouped_gemm<Small>(args, ld, choice);
@@ -512,11 +535,24 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
       return run_grouped_gemm<Medium, Large>(args, ld, choice);
     case TileConfig::kLargeSolo:
       return run_grouped_gemm<GroupedGemm<
-          In, Out, kARowMajor, kBRowMajor, LargeSoloTileConfig>>(
+          In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(
           args, ld, choice);
     default:
       return run_grouped_gemm<Large>(args, ld, choice);
   }
+}
+
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
+const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
+                     TileChoice choice) {
+  if constexpr (std::is_same_v<In, float>) {
+    if (choice.tf32_short_k) {
+      return run_tile_config<In, Out, kARowMajor, kBRowMajor, HalfK>(
+          args, ld, choice);
+    }
+  }
+  return run_tile_config<In, Out, kARowMajor, kBRowMajor, SameK>(
+      args, ld, choice);
 }
 
 #define OVERLAP_OPS_SM90_INSTANTIATE(In, Out, ARow, BRow)            \

@@ -55,6 +55,10 @@ struct TileChoice {
   // The bias added by the GEMM's epilogue (default), or by the finishing
   // kernel afterwards (OVERLAP_OPS_SM90_BIAS=kernel, for A/B runs).
   bool bias_in_epilogue = true;
+  // TF32 only: half the configs' K extent, so a stage holds as many bytes
+  // as a 16-bit one (OVERLAP_OPS_SM90_TF32_K_TILE=short; see HalfK in
+  // GroupedMMSm90.cuh).
+  bool tf32_short_k = false;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -219,6 +219,9 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
   }
+  if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"long", "short"}) == 2) {
+    choice.tf32_short_k = true;
+  }
   const bool padded_k_on = padded_k_allowed();
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
