@@ -129,17 +129,20 @@ for stage in "$@"; do
       # memcheck over the CUDA grouped-mm tests, once per kernel family and
       # SM90 tile config (profiler-based tests skip: CUPTI is taken).
       # SANITIZE_CONFIGS: backend:tile pairs to run (default: all).
+      # A third field "short" adds OVERLAP_OPS_SM90_TF32_K_TILE=short and
+      # allows TF32 for the float32 tests.
       for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
-          auto:large auto:split sm80:auto generic:auto}; do
-        backend=${backend_tile%%:*}; tile=${backend_tile#*:}
-        echo "-- memcheck backend=$backend tile=$tile"
+          auto:large auto:split sm90:auto:short sm80:auto generic:auto}; do
+        IFS=: read -r backend tile k_tile <<< "$backend_tile"
+        echo "-- memcheck backend=$backend tile=$tile ${k_tile:+K tile $k_tile}"
+        OVERLAP_OPS_SM90_TF32_K_TILE=${k_tile:-long} OVERLAP_OPS_TEST_TF32=${k_tile:+1} \
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
           timeout 150 compute-sanitizer --tool memcheck --report-api-errors no \
           --error-exitcode 3 python3 -m pytest -q test/test_grouped_mm_cuda.py \
           -k "CUDA and ${SANITIZE_K:-not nothing}" \
-          > "$OUT/sanitize_${backend}_${tile}.log" 2>&1
+          > "$OUT/sanitize_${backend}_${tile}${k_tile:+_$k_tile}.log" 2>&1
         echo "rc=$?"; grep -E "passed|failed|ERROR SUMMARY" \
-          "$OUT/sanitize_${backend}_${tile}.log" | tail -3
+          "$OUT/sanitize_${backend}_${tile}${k_tile:+_$k_tile}.log" | tail -3
       done
       ;;
     carveout)
@@ -197,7 +200,7 @@ for stage in "$@"; do
       ;;
     benchtiles)
       # A/B of the SM90 tile configs (TILES) on the rows where we trail stock.
-      for tile in ${TILES:-small medium large split}; do
+      for tile in ${TILES:-small medium large split large_solo}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
           --shapes ${TILE_SHAPES:-bench/moe_shapes.json} \
@@ -208,8 +211,8 @@ for stage in "$@"; do
     kernels)
       # Launches and GPU time per call of each kernel (fill, GEMMs, finish),
       # and host time per call, ours and stock, on KERNEL_ROWS ("case dist
-      # pass" separated by ";"): the fill kernel's cost and the split's
-      # empty-kernel cost.
+      # pass" separated by ";"): the fill kernel's cost, and the split's
+      # empty-kernel cost (TF32 rows, or OVERLAP_OPS_SM90_TILE=split).
       profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
         "$OUT/kernels/kernels.md" --calls 20 --kernels ${KERNEL_ARGS:-}
       ;;

@@ -21,14 +21,13 @@ constexpr int64_t kTmaAlignBytes = 16;
 // TF32 grouped along K: the K-major copies start each group at a multiple
 // of this many floats (settle_k_padded_operands).
 constexpr int64_t kTf32KGroupPad = kTmaAlignBytes / sizeof(float);
-// Tile config from host-known sizes (results/NOTES.md, v5). Mean rows per
-// group up to 32: 64-row tiles (decode). Row-grouped calls beyond: medium
-// and large kernels in one call, each group placed on the device by its
-// size (TileConfig::kSplit): the large tile is faster on big groups
-// (mixtral: medium up to 1.4x slower), the medium tile on groups whose odd
-// tile count the large kernel's cluster would pad (gpt_oss sparse, grin
-// balanced). Other layouts, whose groups share one row count: medium up to
-// 128 rows, large beyond.
+// Tile config from host-known sizes (results/NOTES.md). Mean rows per
+// group up to 32: 64-row tiles (decode). 16-bit row-grouped calls beyond:
+// 128x256 tiles without clusters (TileConfig::kLargeSolo), so no group's
+// odd tile count is padded. TF32 row-grouped calls beyond: medium and large
+// kernels in one call, each group placed on the device by its size
+// (TileConfig::kSplit). Other layouts, whose groups share one row count:
+// medium up to 128 rows, large beyond.
 constexpr int64_t kSmallTileMaxRows = 32;
 constexpr int64_t kMediumTileMaxRows = 128;
 

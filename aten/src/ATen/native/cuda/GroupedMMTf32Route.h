@@ -26,8 +26,8 @@ constexpr double kSm80Tf32FlopsPerSecond = 137e12;
 // The work of one call as the host knows it: m x k x n summed over groups
 // (a 2d x 3d call: m = total rows; 2d x 2d: k = total K), the groups, and
 // the operands only the SM90 path would copy to the other major (a: m x k;
-// b: one k x n matrix per group, or one in all when grouped along K);
-// copies both paths make cost both the same.
+// b: one k x n matrix per group); copies both paths make cost both the
+// same. Grouped along K, m and n alone decide (kPaddedKMaxInverseSum).
 struct Tf32Work {
   bool grouped_along_k;  // 2d x 2d: SM90 copies both, K-major and padded
   int64_t m;
@@ -41,7 +41,8 @@ struct Tf32Work {
 // Grouped along K, the SM90 path copies both operands (m x K and K x n)
 // and the SM80 kernels neither, so the copies cost K (m + n) against work
 // of K m n: SM90 wins when 1 / m + 1 / n is below a crossover, whatever K.
-// The model below put it at 1 / 433; the H200 put it lower (results/tf32/
+// The copy-cost model below, applied here, put it at 1 / 433 (SM90 and SM80
+// at 282 and 137 TFLOP/s); the H200 put it lower (results/tf32/
 // 2026-11-30j-padk, both paths in one run): SM90 won at 6.3e-4
 // (deepseek_v3_ep8_w2, 5.5-5.9 vs 6.6-7.0 ms) and below, SM80 at 1.14e-3
 // (qwen3_30b_a3b_w13, 2.85 vs 2.96 ms) and above. The SM90 TF32 GEMM ran
@@ -63,7 +64,7 @@ inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
         : Tf32Family::kSm80;
   }
   const double float_bytes = 4.0;
-  const double b_matrices = w.grouped_along_k ? 1.0 : double(w.groups);
+  const double b_matrices = double(w.groups);
   const double moved =  // read and written once each
       2.0 * float_bytes *
       ((w.transpose_a ? double(w.m) * double(w.k) : 0.0) +
