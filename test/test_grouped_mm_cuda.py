@@ -760,21 +760,23 @@ class TestTf32PaddedK(GroupedMMTestCase):
         self._run(device, [16, 16, 16, 16], m=32, n=16)
 
 
-class TestSm90LargeSoloTile(GroupedMMTestCase):
-    """OVERLAP_OPS_SM90_TILE=large_solo (128x256 tiles without the 2-CTA
-    cluster; the default for row-grouped calls past decode sizes): correct
-    in every layout that reaches the Hopper kernels, in every dtype."""
+class TestSm90SingleKernelTiles(GroupedMMTestCase):
+    """The Hopper tile configs that run every group on one kernel without
+    clusters, forced: large_solo (128x256, the default for 16-bit
+    row-grouped calls past decode sizes; every dtype) and wide (64x256
+    pingpong, an experiment; 16-bit only). Correct in every layout that
+    reaches the Hopper kernels."""
 
     def setUp(self):
         super().setUp()
         if torch.cuda.get_device_capability()[0] != 9:
             self.skipTest("Hopper kernels only")
 
-    def _solo(self):
+    def _forced(self, tile):
         # The backend pinned too: testsm80 and the sanitizer's sm80 and
         # generic configs run this file with another one set.
         return unittest.mock.patch.dict(
-            os.environ, {"OVERLAP_OPS_SM90_TILE": "large_solo",
+            os.environ, {"OVERLAP_OPS_SM90_TILE": tile,
                          _BACKEND_ENV: "sm90"})
 
     def test_default_tile_per_dtype(self, device):
@@ -799,8 +801,9 @@ class TestSm90LargeSoloTile(GroupedMMTestCase):
                                  for name in names), launches,
                              (dtype, names))
 
+    @parametrize("tile", ["large_solo", "wide"])
     @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
-    def test_matches_reference(self, device, layout):
+    def test_matches_reference(self, device, layout, tile):
         # Odd 128-row tile counts (the case the cluster pads), an empty
         # group, and more than 1024 groups.
         dtype = torch.bfloat16
@@ -818,7 +821,7 @@ class TestSm90LargeSoloTile(GroupedMMTestCase):
                 offs = None
                 a = _randn(3, 200, 64, device=device, dtype=dtype)
                 b = _randn(3, 64, 256, device=device, dtype=dtype)
-            with self._solo():
+            with self._forced(tile):
                 self._run_and_check(a, b, offs)
                 names = [name for name, _ in
                          launched_kernels(lambda: _grouped_mm(a, b, offs))]
@@ -828,25 +831,37 @@ class TestSm90LargeSoloTile(GroupedMMTestCase):
             if layout == "3d_3d":
                 break
 
-    def test_other_dtypes_match_reference(self, device):
+    @parametrize("tile", ["large_solo", "wide"])
+    def test_other_dtypes_match_reference(self, device, tile):
         # Odd tile counts and an empty group, with a bias; float32 through
         # TF32 (K-major weights: no copy decides the route).
         sizes = [300, 0, 129, 1]
         offs = make_offsets(sizes, device)
-        for dtype, out_dtype in [(torch.float16, None),
-                                 (torch.float16, torch.float32),
-                                 (torch.bfloat16, torch.float32),
-                                 (torch.float32, None)]:
+        cases = [(torch.float16, None), (torch.float16, torch.float32),
+                 (torch.bfloat16, torch.float32)]
+        if tile == "large_solo":
+            cases.append((torch.float32, None))
+        for dtype, out_dtype in cases:
             a = _randn(sum(sizes), 64, device=device, dtype=dtype)
             b = _randn(len(sizes), 64, 256, device=device, dtype=dtype,
                        transposed=True)
             bias = _randn(len(sizes), 256, device=device, dtype=dtype)
-            with self._solo(), _allow_tf32(True):
+            with self._forced(tile), _allow_tf32(True):
                 self._run_and_check(a, b, offs, bias, out_dtype)
                 names = [name for name, _ in launched_kernels(
                     lambda: _grouped_mm(a, b, offs, bias, out_dtype))]
             self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
                                  for name in names), 1, (dtype, names))
+
+    def test_wide_rejects_float32_before_launching(self, device):
+        offs = make_offsets([20, 44], device)
+        a = _randn(64, 32, device=device, dtype=torch.float32)
+        b = _randn(2, 32, 64, device=device, dtype=torch.float32,
+                   transposed=True)
+        with self._forced("wide"), _allow_tf32(True):
+            with self.assertRaisesRegex(
+                    RuntimeError, "wide is built for bf16 and fp16 inputs"):
+                _grouped_mm(a, b, offs)
 
 
 class TestSm90Tf32ShortK(GroupedMMTestCase):
@@ -901,7 +916,7 @@ instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
-instantiate_device_type_tests(TestSm90LargeSoloTile, globals(),
+instantiate_device_type_tests(TestSm90SingleKernelTiles, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
                               only_for=("cuda",))

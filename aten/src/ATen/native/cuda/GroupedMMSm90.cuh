@@ -72,6 +72,17 @@ struct LargeSoloTileConfig {
   using EpilogueSchedule = LargeTileConfig::EpilogueSchedule;
 };
 
+// TileConfig::kWide: 64-row tiles as wide as the large ones, pingpong, no
+// cluster: a group's last partial tile pads at most 63 rows instead of 127
+// (skewed groups), at the cost of loading each weight tile for every 64
+// rows instead of 128.
+struct WideTileConfig {
+  using TileShape = cute::Shape<cute::_64, cute::_256, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+};
+
 struct SmallTileConfig {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
@@ -537,6 +548,15 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
       return run_grouped_gemm<GroupedGemm<
           In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(
           args, ld, choice);
+    case TileConfig::kWide:
+      // 16-bit only, so the experiment does not double TF32's build.
+      if constexpr (!std::is_same_v<In, float>) {
+        return run_grouped_gemm<GroupedGemm<
+            In, Out, kARowMajor, kBRowMajor, KTile<WideTileConfig>>>(
+            args, ld, choice);
+      } else {
+        return "OVERLAP_OPS_SM90_TILE=wide is built for 16-bit inputs only";
+      }
     default:
       return run_grouped_gemm<Large>(args, ld, choice);
   }

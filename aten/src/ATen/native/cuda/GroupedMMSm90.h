@@ -39,7 +39,10 @@ struct LeadingDims {
 // split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
 // geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
 // (large_solo was slower there) and is opt-in for 16-bit.
-enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo };
+// kWide (an experiment, 16-bit only, OVERLAP_OPS_SM90_TILE=wide): 64x256
+// pingpong tiles without clusters, for skewed groups whose last 128-row
+// tile is mostly padding (results/NOTES.md).
+enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo, kWide };
 
 // kLean: CUTLASS's host-side initialisation after the filling kernel's
 // launch, and its shared-memory attribute set once per kernel and device.
