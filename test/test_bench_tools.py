@@ -1002,8 +1002,8 @@ class TestProfileTool(TestCase):
         ] * 2
         self.assertEqual(prof.kernel_table(events, calls=2), [
             ("fill arguments (+ zeros)", 1.0, 3.0),
-            ("SM90 GEMM, pingpong (medium/small)", 1.0, 90.0),
-            ("SM90 GEMM, cooperative 128x256 (large)", 1.0, 5.0)])
+            ("SM90 GEMM, pingpong (medium/small/wide)", 1.0, 90.0),
+            ("SM90 GEMM, cooperative 128x256 (large/large_solo)", 1.0, 5.0)])
         self.assertEqual(prof.short_kernel_name("x" * 70), "x" * 57 + "...")
 
     def test_host_path_tables(self):

@@ -41,8 +41,8 @@ _KERNEL_LABELS = (
     ("zero_tail", "zero tail"),
     ("relayout_kernel", "bounded copy (relayout)"),
     ("generic_grouped_mm", "generic GEMM"),
-    ("Cooperative", "SM90 GEMM, cooperative 128x256 (large)"),
-    ("Pingpong", "SM90 GEMM, pingpong (medium/small)"),
+    ("Cooperative", "SM90 GEMM, cooperative 128x256 (large/large_solo)"),
+    ("Pingpong", "SM90 GEMM, pingpong (medium/small/wide)"),
     ("GemmGrouped", "SM80 GEMM"),
 )
 
