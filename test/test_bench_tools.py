@@ -37,6 +37,7 @@ import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 import compare_grouped_mm_runs as compare_runs  # noqa: E402
 import merge_grouped_mm_runs as merge_runs  # noqa: E402
+import tile_fill  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
 
@@ -847,6 +848,54 @@ class TestMergeRuns(TestCase):
                 self.assertEqual(merge_runs.main(
                     [parts[0], parts[0], "--out", str(out)]), 1)
             self.assertIn("is in run 1 and run 2", err.getvalue())
+
+
+class TestTileFill(TestCase):
+    """tools/tile_fill.py: tile counts, the rows they cover, and the last
+    wave's fill, from a run's recorded group sizes."""
+
+    def test_counts_padding_and_waves(self):
+        # Groups of 300, 0 and 129 rows, 512 columns, 128x256 tiles: 3 + 2
+        # row tiles (the empty group none) x 2 column tiles = 10 tiles
+        # covering 640 rows for 429; 10 tiles on 4 SMs fill 10 of 12 slots.
+        tiles, useful, wave = tile_fill.tile_fill([300, 0, 129], 512, 128,
+                                                  256, sms=4)
+        self.assertEqual(tiles, 10)
+        self.assertAlmostEqual(useful, 429 / 640)
+        self.assertAlmostEqual(wave, 10 / 12)
+        # 64-row tiles: 5 + 3 row tiles cover 512 rows.
+        _, useful64, _ = tile_fill.tile_fill([300, 0, 129], 512, 64, 256,
+                                             sms=4)
+        self.assertAlmostEqual(useful64, 429 / 512)
+        self.assertEqual(tile_fill.tile_fill([0, 0], 512, 128, 256, 4),
+                         (0, 0.0, 0.0))
+        with self.assertRaisesRegex(ValueError, "must be > 0"):
+            tile_fill.tile_fill([1], 8, 0, 256, 4)
+
+    def test_table_reads_a_run(self):
+        run = {"sm_count": 132,
+               "group_sizes": {"c/skewed": [300, 0, 129]},
+               "rows": [{"case": "c", "dist": "skewed", "dtype": "bf16",
+                         "pass": "dgrad", "N": 4096, "K": 512,
+                         "ours_us": 30.0, "floor_us": 20.0}]}
+        text = tile_fill.table(run, "bf16", "dgrad", [(128, 256)], 132)
+        # dgrad's output has K (512) columns: 5 row tiles x 2.
+        self.assertIn("| c | skewed | 1.50 | 10 / 0.67 / 0.08 |", text)
+        with self.assertRaisesRegex(ValueError, "no fp16 dgrad rows"):
+            tile_fill.table(run, "fp16", "dgrad", [(128, 256)], 132)
+        with self.assertRaisesRegex(ValueError, "row-grouped passes only"):
+            tile_fill.table(run, "bf16", "wgrad", [(128, 256)], 132)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "grouped_mm_results.json"
+            path.write_text(json.dumps(run))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(tile_fill.main(
+                    [folder, "--pass", "dgrad", "--tile", "64x256"]), 0)
+            self.assertIn("64x256 tiles / useful / wave", out.getvalue())
+            with contextlib.redirect_stderr(io.StringIO()):
+                self.assertEqual(tile_fill.main(
+                    [str(Path(folder) / "missing")]), 1)
 
 
 class TestInductorKernel(TestCase):
