@@ -280,6 +280,24 @@ for stage in "$@"; do
         --passes wgrad --dtypes fp32 ${PADK_CASES:+--cases $PADK_CASES} \
         --variant sm80k:OVERLAP_OPS_SM90_TF32_PADDED_K=off 2>&1 | tail -20
       ;;
+    benchexp)
+      # The eighth session's experiments as same-run variants
+      # (results/NOTES.md has the predictions): 64x256 tiles (wide) on
+      # bf16 fwd/dgrad into $OUT/wide, then the TF32 short K tile on
+      # wgrad/dgrad into $OUT/shortk (EXP_TF32_CASES narrows it), each
+      # with half of the time left.
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "benchexp: $left s left"
+      mkdir -p "$OUT/wide" "$OUT/shortk"
+      timeout $(( left / 2 )) python3 tools/bench_grouped_mm.py \
+        --out "$OUT/wide" --dtypes bf16 --passes fwd,dgrad \
+        --variant wide:OVERLAP_OPS_SM90_TILE=wide 2>&1 | tail -8
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      timeout "$left" python3 tools/bench_grouped_mm.py \
+        --out "$OUT/shortk" --dtypes fp32 --passes wgrad,dgrad \
+        ${EXP_TF32_CASES:+--cases $EXP_TF32_CASES} \
+        --variant shortk:OVERLAP_OPS_SM90_TF32_K_TILE=short 2>&1 | tail -8
+      ;;
     benchextra)
       # The second suite (bench/moe_shapes_extra.json) into $OUT/extra.
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
