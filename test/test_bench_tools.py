@@ -876,13 +876,20 @@ class TestTileFill(TestCase):
         run = {"sm_count": 132,
                "group_sizes": {"c/skewed": [300, 0, 129]},
                "rows": [{"case": "c", "dist": "skewed", "dtype": "bf16",
-                         "pass": "dgrad", "N": 4096, "K": 512,
-                         "ours_us": 30.0, "floor_us": 20.0}]}
+                         "pass": pass_, "N": 4096, "K": 512,
+                         "ours_us": 30.0, "floor_us": 20.0}
+                        for pass_ in ("fwd", "dgrad")]}
         text = tile_fill.table(run, "bf16", "dgrad", [(128, 256)], 132)
         # dgrad's output has K (512) columns: 5 row tiles x 2.
         self.assertIn("| c | skewed | 1.50 | 10 / 0.67 / 0.08 |", text)
+        # fwd's has N (4096): 5 x 16 = 80 tiles.
+        text = tile_fill.table(run, "bf16", "fwd", [(128, 256)], 132)
+        self.assertIn("| c | skewed | 1.50 | 80 / 0.67 / 0.61 |", text)
         with self.assertRaisesRegex(ValueError, "no fp16 dgrad rows"):
             tile_fill.table(run, "fp16", "dgrad", [(128, 256)], 132)
+        # fp32 rows are labelled tf32 by the bench.
+        with self.assertRaisesRegex(ValueError, "no tf32 dgrad rows"):
+            tile_fill.table(run, "fp32", "dgrad", [(128, 256)], 132)
         with self.assertRaisesRegex(ValueError, "row-grouped passes only"):
             tile_fill.table(run, "bf16", "wgrad", [(128, 256)], 132)
         with tempfile.TemporaryDirectory() as folder:
@@ -892,7 +899,9 @@ class TestTileFill(TestCase):
             with contextlib.redirect_stdout(out):
                 self.assertEqual(tile_fill.main(
                     [folder, "--pass", "dgrad", "--tile", "64x256"]), 0)
-            self.assertIn("64x256 tiles / useful / wave", out.getvalue())
+            # 64-row tiles: 5 + 3 row tiles x 2 column tiles.
+            self.assertIn("| c | skewed | 1.50 | 16 / 0.84 / 0.12 |",
+                          out.getvalue())
             with contextlib.redirect_stderr(io.StringIO()):
                 self.assertEqual(tile_fill.main(
                     [str(Path(folder) / "missing")]), 1)

@@ -853,15 +853,22 @@ class TestSm90SingleKernelTiles(GroupedMMTestCase):
             self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
                                  for name in names), 1, (dtype, names))
 
-    def test_wide_rejects_float32_before_launching(self, device):
-        offs = make_offsets([20, 44], device)
-        a = _randn(64, 32, device=device, dtype=torch.float32)
-        b = _randn(2, 32, 64, device=device, dtype=torch.float32,
+    def test_wide_leaves_float32_to_the_heuristic(self, device):
+        # wide is built for 16-bit only: TF32 calls keep their default
+        # (the split's two kernels for these row counts).
+        sizes = [300, 0, 129, 64, 640]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
+        b = _randn(len(sizes), 64, 256, device=device, dtype=torch.float32,
                    transposed=True)
-        with self._forced("wide"), _allow_tf32(True):
-            with self.assertRaisesRegex(
-                    RuntimeError, "wide is built for bf16 and fp16 inputs"):
-                _grouped_mm(a, b, offs)
+        with self._forced("wide"), _allow_tf32(True), \
+                unittest.mock.patch.dict(
+                    os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "long"}):
+            self._run_and_check(a, b, offs)
+            names = [name for name, _ in launched_kernels(
+                lambda: _grouped_mm(a, b, offs))]
+        self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
+                             for name in names), 2, names)
 
 
 class TestSm90Tf32ShortK(GroupedMMTestCase):

@@ -70,6 +70,8 @@ for stage in "$@"; do
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
+      # Not wide: built for 16-bit only, its own tests force it
+      # (TestSm90SingleKernelTiles).
       for tile in small medium large split large_solo; do
         echo "-- OVERLAP_OPS_SM90_TILE=$tile"
         OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm_cuda.py \
@@ -283,19 +285,28 @@ for stage in "$@"; do
     benchexp)
       # The eighth session's experiments as same-run variants
       # (results/NOTES.md has the predictions): 64x256 tiles (wide) on
-      # bf16 fwd/dgrad into $OUT/wide, then the TF32 short K tile on
-      # wgrad/dgrad into $OUT/shortk (EXP_TF32_CASES narrows it), each
-      # with half of the time left.
+      # bf16 fwd/dgrad into $OUT/wide (EXP_WIDE_CASES), then the TF32
+      # short K tile on wgrad/dgrad into $OUT/shortk (EXP_TF32_CASES),
+      # each with half of the time left (timeout 0 would mean no limit).
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
       echo "benchexp: $left s left"
+      if (( left < 40 )); then
+        echo "benchexp: skipped, too little time"
+        continue
+      fi
       mkdir -p "$OUT/wide" "$OUT/shortk"
       timeout $(( left / 2 )) python3 tools/bench_grouped_mm.py \
         --out "$OUT/wide" --dtypes bf16 --passes fwd,dgrad \
+        --cases "${EXP_WIDE_CASES:-gpt_oss_120b_w13,qwen3_30b_a3b_w13,qwen3_30b_a3b_w2,deepseek_v3_ep8_w2,grin_moe,mixtral_8x7b_w13}" \
         --variant wide:OVERLAP_OPS_SM90_TILE=wide 2>&1 | tail -8
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      if (( left < 20 )); then
+        echo "benchexp: no time left for the TF32 part"
+        continue
+      fi
       timeout "$left" python3 tools/bench_grouped_mm.py \
         --out "$OUT/shortk" --dtypes fp32 --passes wgrad,dgrad \
-        ${EXP_TF32_CASES:+--cases $EXP_TF32_CASES} \
+        --cases "${EXP_TF32_CASES:-mixtral_8x7b_w13,deepseek_v3_ep8_w2,gpt_oss_120b_w13,grin_moe}" \
         --variant shortk:OVERLAP_OPS_SM90_TF32_K_TILE=short 2>&1 | tail -8
       ;;
     benchextra)

@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-# The SM90 configs' CTA tiles (GroupedMMSm90.cuh): large / large_solo,
-# medium, wide, small.
+# The SM90 configs' CTA tiles (GroupedMMSm90.cuh): large_solo, medium,
+# wide, small. The counts assume no cluster: large's 2-CTA clusters pad
+# each group to an even number of 128-row tiles, small's 1x2 clusters
+# its column tiles.
 DEFAULT_TILES = ((128, 256), (128, 128), (64, 256), (64, 128))
 
 
@@ -56,6 +58,7 @@ def table(run: dict[str, Any], dtype: str, pass_: str,
     """A markdown table over the run's rows of one dtype and pass."""
     if pass_ not in ("fwd", "dgrad"):
         raise ValueError("row-grouped passes only: fwd or dgrad")
+    dtype = "tf32" if dtype == "fp32" else dtype  # the bench's label
     sizes = run.get("group_sizes")
     if not sizes:
         raise ValueError("the run records no group_sizes")
@@ -71,8 +74,8 @@ def table(run: dict[str, Any], dtype: str, pass_: str,
             raise ValueError(f"no group sizes for {key}")
         # dgrad's output has K columns, fwd's N.
         n = row["N"] if pass_ == "fwd" else row["K"]
-        ours = row.get("ours_us")
-        ratio = f"{ours / row['floor_us']:.2f}" if ours else "-"
+        ours, floor = row.get("ours_us"), row.get("floor_us")
+        ratio = f"{ours / floor:.2f}" if ours and floor else "-"
         cells = [row["case"], row["dist"], ratio]
         for r, c in tiles:
             count, useful, wave = tile_fill(sizes[key], n, r, c, sms)
@@ -102,7 +105,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not path.is_file():
         print(f"tile_fill: no benchmark results at {path}", file=sys.stderr)
         return 1
-    run = json.loads(path.read_text())
+    try:
+        run = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        print(f"tile_fill: {path} is not JSON: {error}", file=sys.stderr)
+        return 1
+    if args.sms is not None and args.sms <= 0:
+        print("tile_fill: --sms must be > 0", file=sys.stderr)
+        return 1
     sms = args.sms or run.get("sm_count")
     if not sms:
         print("tile_fill: the run records no sm_count; pass --sms",

@@ -39,7 +39,8 @@ struct LeadingDims {
 // split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
 // geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
 // (large_solo was slower there) and is opt-in for 16-bit.
-// kWide (an experiment, 16-bit only, OVERLAP_OPS_SM90_TILE=wide): 64x256
+// kWide (an experiment, 16-bit only, OVERLAP_OPS_SM90_TILE=wide; float32
+// calls keep the heuristic): 64x256
 // pingpong tiles without clusters, for skewed groups whose last 128-row
 // tile is mostly padding (results/NOTES.md).
 enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo, kWide };

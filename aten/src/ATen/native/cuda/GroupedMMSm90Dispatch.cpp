@@ -108,11 +108,13 @@ sm90::TileChoice split_choice() {
   return {sm90::TileConfig::kSplit, min_odd_tiles_for_large()};
 }
 
-// OVERLAP_OPS_SM90_TILE=large|medium|small|split|large_solo|wide pins the tile
-// config for tuning runs (tools/gpu_session.sh benchtiles); unset or auto
-// uses the heuristic. split applies to row-grouped calls only (others keep
-// the heuristic); wide (an experiment) to 16-bit inputs only.
-std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
+// OVERLAP_OPS_SM90_TILE=large|medium|small|split|large_solo|wide pins the
+// tile config for tuning runs (tools/gpu_session.sh benchtiles); unset or
+// auto uses the heuristic. split applies to row-grouped calls only, wide
+// (an experiment, built for 16-bit only) to 16-bit inputs only; other
+// calls keep the heuristic.
+std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo,
+                                                   ScalarType in) {
   switch (env_choice("OVERLAP_OPS_SM90_TILE", {"small", "medium", "large",
                                                "split", "large_solo",
                                                "wide"})) {
@@ -130,14 +132,17 @@ std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo) {
     case 5:
       return sm90::TileChoice{sm90::TileConfig::kLargeSolo};
     case 6:
-      return sm90::TileChoice{sm90::TileConfig::kWide};
+      if (in != kFloat) {
+        return sm90::TileChoice{sm90::TileConfig::kWide};
+      }
+      return std::nullopt;
     default:
       return std::nullopt;
   }
 }
 
 sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
-  if (const auto forced = forced_tile_choice(geo)) {
+  if (const auto forced = forced_tile_choice(geo, in)) {
     return *forced;
   }
   const bool row_grouped = geo.grouped == GroupedDim::kRows;
@@ -224,9 +229,6 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"long", "short"}) == 2) {
     choice.tf32_short_k = true;
   }
-  TORCH_CHECK(choice.config != sm90::TileConfig::kWide || in != kFloat,
-              "grouped_mm: OVERLAP_OPS_SM90_TILE=wide is built for bf16 and "
-              "fp16 inputs only, got float32");
   const bool padded_k_on = padded_k_allowed();
   const bool tf32 = in == kFloat;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
