@@ -459,6 +459,55 @@ class TestKernelNameFragments(TestCase):
                                  f"{family} fragment {fragment!r} vs {other}")
 
 
+class TestSm90TileConfig(TestCase):
+    """Which Hopper tile config a call runs, from what the host knows
+    without a sync (GroupedMMTileChoice.h), checked on the CPU through a
+    private op: the heuristic and OVERLAP_OPS_SM90_TILE's pinned configs
+    where they apply."""
+
+    @staticmethod
+    def config(row_grouped, rows_per_group, tf32=False, forced="auto"):
+        return torch.ops.overlap_ops._sm90_tile_config(
+            row_grouped, rows_per_group, tf32, forced)
+
+    @needs_extension
+    def test_row_grouped_defaults_by_dtype(self):
+        # Decode sizes (mean rows per group up to 32): 64-row tiles.
+        for tf32 in (False, True):
+            self.assertEqual(self.config(True, 32, tf32), "small")
+        # Beyond: 16-bit runs large_solo (it beat the split on every
+        # measured bf16 row; deepseek_v3_decode has 64 rows per group),
+        # TF32 keeps the split.
+        for rows in (33, 64, 1024, 1 << 20):
+            self.assertEqual(self.config(True, rows), "large_solo")
+            self.assertEqual(self.config(True, rows, tf32=True), "split")
+
+    @needs_extension
+    def test_other_layouts_by_group_rows(self):
+        # 2d x 2d and 3d x 3d: every group has m rows.
+        self.assertEqual(self.config(False, 32), "small")
+        self.assertEqual(self.config(False, 128), "medium")
+        self.assertEqual(self.config(False, 129), "large")
+        self.assertEqual(self.config(False, 4096, tf32=True), "large")
+
+    @needs_extension
+    def test_pinned_configs_apply_where_built(self):
+        for name in ("small", "medium", "large", "large_solo"):
+            for row_grouped in (False, True):
+                self.assertEqual(self.config(row_grouped, 500, True, name),
+                                 name)
+        # split: row-grouped calls only; wide: 16-bit only. Elsewhere the
+        # heuristic.
+        self.assertEqual(self.config(True, 500, forced="split"), "split")
+        self.assertEqual(self.config(False, 500, forced="split"), "large")
+        self.assertEqual(self.config(True, 500, forced="wide"), "wide")
+        self.assertEqual(self.config(True, 500, True, "wide"), "split")
+        with self.assertRaisesRegex(RuntimeError, "forced must be auto"):
+            self.config(True, 500, forced="huge")
+        with self.assertRaisesRegex(RuntimeError, "rows_per_group must be"):
+            self.config(True, -1)
+
+
 class TestSm90SplitPlacement(TestCase):
     """Which Hopper kernel runs each group of a split call
     (GroupedMMTilePlacement.h, applied on the device by the filling

@@ -21,15 +21,6 @@ constexpr int64_t kTmaAlignBytes = 16;
 // TF32 grouped along K: the K-major copies start each group at a multiple
 // of this many floats (settle_k_padded_operands).
 constexpr int64_t kTf32KGroupPad = kTmaAlignBytes / sizeof(float);
-// Tile config from host-known sizes (results/NOTES.md). Mean rows per
-// group up to 32: 64-row tiles (decode). 16-bit row-grouped calls beyond:
-// 128x256 tiles without clusters (TileConfig::kLargeSolo), so no group's
-// odd tile count is padded. TF32 row-grouped calls beyond: medium and large
-// kernels in one call, each group placed on the device by its size
-// (TileConfig::kSplit). Other layouts, whose groups share one row count:
-// medium up to 128 rows, large beyond.
-constexpr int64_t kSmallTileMaxRows = 32;
-constexpr int64_t kMediumTileMaxRows = 128;
 
 // TF32 WGMMA reads K-major operands only (A row-major, B column-major);
 // otherwise the shared rules (GroupedMMOperandLayout.h) apply. Grouped
@@ -104,65 +95,37 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
   return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
-sm90::TileChoice split_choice() {
-  return {sm90::TileConfig::kSplit, min_odd_tiles_for_large()};
-}
-
-// OVERLAP_OPS_SM90_TILE=large|medium|small|split|large_solo|wide pins the
-// tile config for tuning runs (tools/gpu_session.sh benchtiles); unset or
-// auto uses the heuristic. split applies to row-grouped calls only, wide
-// (an experiment, built for 16-bit only) to 16-bit inputs only; other
-// calls keep the heuristic.
-std::optional<sm90::TileChoice> forced_tile_choice(const Geometry& geo,
-                                                   ScalarType in) {
-  switch (env_choice("OVERLAP_OPS_SM90_TILE", {"small", "medium", "large",
-                                               "split", "large_solo",
-                                               "wide"})) {
-    case 1:
-      return sm90::TileChoice{sm90::TileConfig::kSmall};
-    case 2:
-      return sm90::TileChoice{sm90::TileConfig::kMedium};
-    case 3:
-      return sm90::TileChoice{sm90::TileConfig::kLarge};
-    case 4:
-      if (geo.grouped == GroupedDim::kRows) {
-        return split_choice();
-      }
-      return std::nullopt;
-    case 5:
-      return sm90::TileChoice{sm90::TileConfig::kLargeSolo};
-    case 6:
-      if (in != kFloat) {
-        return sm90::TileChoice{sm90::TileConfig::kWide};
-      }
-      return std::nullopt;
-    default:
-      return std::nullopt;
+// OVERLAP_OPS_SM90_TILE=small|medium|large|split|large_solo|wide pins the
+// tile config for tuning runs (tools/gpu_session.sh benchtiles) where it
+// applies (forced_tile_config); unset or auto uses the heuristic.
+std::optional<sm90::TileConfig> requested_tile_config() {
+  using sm90::TileConfig;
+  constexpr TileConfig kByChoice[] = {
+      TileConfig::kSmall, TileConfig::kMedium,    TileConfig::kLarge,
+      TileConfig::kSplit, TileConfig::kLargeSolo, TileConfig::kWide};
+  const size_t choice = env_choice(
+      "OVERLAP_OPS_SM90_TILE",
+      {"small", "medium", "large", "split", "large_solo", "wide"});
+  if (choice == 0) {
+    return std::nullopt;
   }
+  return kByChoice[choice - 1];
 }
 
+// The heuristic of GroupedMMTileChoice.h, or the pinned config.
 sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
-  if (const auto forced = forced_tile_choice(geo, in)) {
-    return *forced;
-  }
   const bool row_grouped = geo.grouped == GroupedDim::kRows;
-  const int64_t rows_per_group = row_grouped
-      ? geo.extent / std::max<int64_t>(1, geo.num_groups)
-      : geo.m;
-  if (rows_per_group <= kSmallTileMaxRows) {
-    return {sm90::TileConfig::kSmall};
+  const sm90::TileQuery query{
+      row_grouped,
+      row_grouped ? geo.extent / std::max<int64_t>(1, geo.num_groups)
+                  : geo.m,
+      in == kFloat};
+  const sm90::TileConfig chosen =
+      sm90::tile_config_for(query, requested_tile_config());
+  if (chosen == sm90::TileConfig::kSplit) {
+    return {chosen, min_odd_tiles_for_large()};
   }
-  if (row_grouped) {
-    // 16-bit: one 128x256 kernel without clusters, so no group's tile count
-    // is padded to even; it beat the medium/large split on every measured
-    // bf16 row. TF32 keeps the split, which beat large_solo there (tf32
-    // dgrad 0.93 vs 1.01 of stock, results/tiles/2026-11-30j-tf32; not
-    // profiled: 128x256 tiles of floats leave fewer pipeline stages).
-    return in == kFloat ? split_choice()
-                        : sm90::TileChoice{sm90::TileConfig::kLargeSolo};
-  }
-  return {rows_per_group <= kMediumTileMaxRows ? sm90::TileConfig::kMedium
-                                               : sm90::TileConfig::kLarge};
+  return {chosen};
 }
 
 template <typename In, typename Out>

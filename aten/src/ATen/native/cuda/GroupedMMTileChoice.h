@@ -1,0 +1,98 @@
+#pragma once
+
+// Which Hopper tile config runs a call, from what the host knows without a
+// sync. Plain arithmetic, so the CPU tests check it (through a private op
+// of the extension); GroupedMMSm90Dispatch.cpp reads the environment and
+// applies it.
+
+#include <cstdint>
+#include <optional>
+
+namespace at::native::grouped_mm::sm90 {
+
+// kLarge: 128x256 cooperative tiles, 2-CTA clusters along M (many rows per
+// group; the cluster shares each weight tile between two M tiles).
+// kMedium: 128x128 pingpong tiles, no cluster: one M tile per group of up to
+// 128 rows, so its weights are streamed once without an idle cluster CTA.
+// kSmall: 64x128 pingpong tiles (decode-sized groups).
+// kSplit (row-grouped calls only): medium and large in one call. The fill
+// kernel, which reads every group size, gives each group to one of the two
+// kernels (the other sees it as an m = 0 problem); two launches. A group
+// goes to the large kernel when prefers_large_tile says so: the large
+// kernel's 2-CTA clusters pad a group to an even number of 128-row tiles,
+// so a group with an odd count t pays a whole idle tile, 1/t of its work
+// (gpt_oss_120b_w13 sparse, 341-row groups: large 1.18x medium, results/
+// NOTES.md). If either kernel would get less than one wave of CTAs, all
+// groups go to the other (split_placement). The best config depends on the
+// group sizes, which the host cannot see without a sync.
+// kLargeSolo (the default for 16-bit row-grouped calls past decode sizes):
+// kLarge's tiles without the cluster, so no group is padded to an even
+// number of 128-row tiles, at the cost of each CTA loading its own weight
+// tile (no multicast). One kernel for every group, no split. It beat the
+// split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
+// geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
+// (large_solo was slower there) and is opt-in for 16-bit.
+// kWide (an experiment, 16-bit only, OVERLAP_OPS_SM90_TILE=wide; float32
+// calls keep the heuristic): 64x256 pingpong tiles without clusters, for
+// skewed groups whose last 128-row tile is mostly padding
+// (results/NOTES.md).
+enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo, kWide };
+
+// Mean rows per group up to this: 64-row tiles (decode sizes).
+constexpr int64_t kSmallTileMaxRows = 32;
+// Layouts whose groups share one row count: medium tiles up to this many
+// rows, large beyond.
+constexpr int64_t kMediumTileMaxRows = 128;
+
+// What the host knows of a call without a sync.
+struct TileQuery {
+  bool row_grouped;  // 2d x 3d (3d x 2d runs as one)
+  // Row-grouped: total rows / groups (the mean); otherwise each group's m.
+  int64_t rows_per_group;
+  bool tf32;
+};
+
+// The heuristic (results/NOTES.md). Row-grouped calls past decode sizes:
+// 16-bit runs one 128x256 kernel without clusters, so no group's tile
+// count is padded to even; it beat the medium/large split on every
+// measured bf16 row. TF32 keeps the split, which beat large_solo there
+// (tf32 dgrad 0.93 vs 1.01 of stock, results/tiles/2026-11-30j-tf32; not
+// profiled: 128x256 tiles of floats leave fewer pipeline stages).
+inline TileConfig default_tile_config(const TileQuery& q) {
+  if (q.rows_per_group <= kSmallTileMaxRows) {
+    return TileConfig::kSmall;
+  }
+  if (q.row_grouped) {
+    return q.tf32 ? TileConfig::kSplit : TileConfig::kLargeSolo;
+  }
+  return q.rows_per_group <= kMediumTileMaxRows ? TileConfig::kMedium
+                                                : TileConfig::kLarge;
+}
+
+// A config pinned for a tuning run (OVERLAP_OPS_SM90_TILE), where it
+// applies: split to row-grouped calls only, wide (built for 16-bit only)
+// to 16-bit calls only. Elsewhere nullopt: the heuristic decides.
+inline std::optional<TileConfig> forced_tile_config(TileConfig requested,
+                                                    const TileQuery& q) {
+  if (requested == TileConfig::kSplit && !q.row_grouped) {
+    return std::nullopt;
+  }
+  if (requested == TileConfig::kWide && q.tf32) {
+    return std::nullopt;
+  }
+  return requested;
+}
+
+// The config a call runs: the requested one where it applies, else the
+// heuristic.
+inline TileConfig tile_config_for(const TileQuery& q,
+                                  std::optional<TileConfig> requested) {
+  if (requested) {
+    if (const auto forced = forced_tile_config(*requested, q)) {
+      return *forced;
+    }
+  }
+  return default_tile_config(q);
+}
+
+}  // namespace at::native::grouped_mm::sm90
