@@ -685,18 +685,23 @@ class TestHopperTf32Route(TestCase):
             self.family(-1, 128, 128, 1)
 
 
-class TestTf32PaddedK(GroupedMMTestCase):
+class HopperTestCase(GroupedMMTestCase):
+    """Tests of the Hopper (SM90) kernels alone: they skip on other
+    GPUs. No tests of its own."""
+
+    def setUp(self):
+        super().setUp()
+        if torch.cuda.get_device_capability()[0] != 9:
+            self.skipTest("Hopper (SM90) kernels only")
+
+
+class TestTf32PaddedK(HopperTestCase):
     """TF32 grouped along K on Hopper's SM90 kernels: A and B copied
     K-major with each group's K range moved to a 16-byte boundary
     (copy_k_groups_padded), since TMA needs aligned group bases and the
     offsets are arbitrary. Forced here with OVERLAP_OPS_GROUPED_MM_BACKEND
     =sm90 (the default route takes them only for large m and n, which
     these small calls are not)."""
-
-    def setUp(self):
-        super().setUp()
-        if torch.cuda.get_device_capability()[0] != 9:
-            self.skipTest("TF32 WGMMA: Hopper only")
 
     # Plain functions as class attributes, not staticmethods:
     # instantiate_device_type_tests copies members with getattr, which
@@ -809,17 +814,12 @@ class TestTf32PaddedK(GroupedMMTestCase):
         self._run(device, [16, 16, 16, 16], m=32, n=16)
 
 
-class TestSm90SingleKernelTiles(GroupedMMTestCase):
+class TestSm90SingleKernelTiles(HopperTestCase):
     """The Hopper tile configs that run every group on one kernel without
     clusters, forced: large_solo (128x256, the default for 16-bit
     row-grouped calls past decode sizes; every dtype) and wide (64x256
     pingpong, an experiment; 16-bit only). Correct in every layout that
     reaches the Hopper kernels."""
-
-    def setUp(self):
-        super().setUp()
-        if torch.cuda.get_device_capability()[0] != 9:
-            self.skipTest("Hopper kernels only")
 
     def _forced(self, tile):
         # The backend pinned too: testsm80 and the sanitizer's sm80 and
@@ -920,15 +920,10 @@ class TestSm90SingleKernelTiles(GroupedMMTestCase):
                              for name in names), 2, names)
 
 
-class TestSm90Tf32ShortK(GroupedMMTestCase):
+class TestSm90Tf32ShortK(HopperTestCase):
     """OVERLAP_OPS_SM90_TF32_K_TILE=short: the Hopper TF32 kernels with
     half the configs' K extent (as many bytes per mainloop stage as
     16-bit), for every tile config, checked against float64 per group."""
-
-    def setUp(self):
-        super().setUp()
-        if torch.cuda.get_device_capability()[0] != 9:
-            self.skipTest("TF32 WGMMA: Hopper only")
 
     def _short_k(self, tile):
         return unittest.mock.patch.dict(
