@@ -11,8 +11,7 @@
 
 namespace at::native::grouped_mm {
 
-size_t env_choice(const char* name,
-                  std::initializer_list<std::string_view> choices) {
+size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices) {
   const char* env = std::getenv(name);
   const std::string_view value = env == nullptr ? "" : env;
   if (value.empty() || value == "auto") {

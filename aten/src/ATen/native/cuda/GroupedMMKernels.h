@@ -7,9 +7,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/cuda/GroupedMMArguments.cuh>
 
+#include <c10/util/ArrayRef.h>
+
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <string_view>
 
@@ -78,8 +79,7 @@ inline bool output_takes_vector_stores(const LaunchArgs& args) {
 // Reads a tuning/testing switch from the environment at every call: 0 when
 // `name` is unset, empty or "auto", else 1 + the index of its value in
 // `choices`. Any other value raises an error that lists the accepted ones.
-size_t env_choice(const char* name,
-                  std::initializer_list<std::string_view> choices);
+size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices);
 
 // Which grouped-mm kernel family to use. auto: the Hopper kernels on SM90,
 // the SM80 kernels on SM80 to SM89 and SM120, the generic kernel elsewhere

@@ -99,17 +99,12 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
 // tile config for tuning runs (tools/gpu_session.sh benchtiles) where it
 // applies (forced_tile_config); unset or auto uses the heuristic.
 std::optional<sm90::TileConfig> requested_tile_config() {
-  using sm90::TileConfig;
-  constexpr TileConfig kByChoice[] = {
-      TileConfig::kSmall, TileConfig::kMedium,    TileConfig::kLarge,
-      TileConfig::kSplit, TileConfig::kLargeSolo, TileConfig::kWide};
-  const size_t choice = env_choice(
-      "OVERLAP_OPS_SM90_TILE",
-      {"small", "medium", "large", "split", "large_solo", "wide"});
+  const size_t choice =
+      env_choice("OVERLAP_OPS_SM90_TILE", sm90::kTileConfigNames);
   if (choice == 0) {
     return std::nullopt;
   }
-  return kByChoice[choice - 1];
+  return static_cast<sm90::TileConfig>(choice - 1);
 }
 
 // The heuristic of GroupedMMTileChoice.h, or the pinned config.

@@ -64,11 +64,10 @@ inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
         : Tf32Family::kSm80;
   }
   const double float_bytes = 4.0;
-  const double b_matrices = double(w.groups);
   const double moved =  // read and written once each
       2.0 * float_bytes *
       ((w.transpose_a ? double(w.m) * double(w.k) : 0.0) +
-       (w.transpose_b ? b_matrices * double(w.k) * double(w.n) : 0.0));
+       (w.transpose_b ? double(w.groups) * double(w.k) * double(w.n) : 0.0));
   const double flops = 2.0 * double(w.m) * double(w.k) * double(w.n);
   const double transpose_s = moved / kTransposeBytesPerSecond;
   const double saved_s =

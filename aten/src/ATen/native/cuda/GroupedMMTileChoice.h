@@ -5,8 +5,11 @@
 // of the extension); GroupedMMSm90Dispatch.cpp reads the environment and
 // applies it.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace at::native::grouped_mm::sm90 {
 
@@ -36,7 +39,26 @@ namespace at::native::grouped_mm::sm90 {
 // calls keep the heuristic): 64x256 pingpong tiles without clusters, for
 // skewed groups whose last 128-row tile is mostly padding
 // (results/NOTES.md).
-enum class TileConfig { kLarge, kMedium, kSmall, kSplit, kLargeSolo, kWide };
+enum class TileConfig { kSmall, kMedium, kLarge, kSplit, kLargeSolo, kWide };
+
+// Each config's name for OVERLAP_OPS_SM90_TILE, in the enum's order.
+constexpr std::array<std::string_view, 6> kTileConfigNames = {
+    "small", "medium", "large", "split", "large_solo", "wide"};
+static_assert(kTileConfigNames.size() ==
+              static_cast<size_t>(TileConfig::kWide) + 1);
+
+constexpr std::string_view tile_config_name(TileConfig config) {
+  return kTileConfigNames[static_cast<size_t>(config)];
+}
+
+constexpr std::optional<TileConfig> tile_config_named(std::string_view name) {
+  for (size_t i = 0; i < kTileConfigNames.size(); ++i) {
+    if (kTileConfigNames[i] == name) {
+      return static_cast<TileConfig>(i);
+    }
+  }
+  return std::nullopt;
+}
 
 // Mean rows per group up to this: 64-row tiles (decode sizes).
 constexpr int64_t kSmallTileMaxRows = 32;
