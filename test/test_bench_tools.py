@@ -49,6 +49,7 @@ except ImportError:  # a patched PyTorch wheel
 
 _SUITES = [REPO / "bench" / "moe_shapes.json",
            REPO / "bench" / "moe_shapes_extra.json"]
+_TILE_CHECK_SUITE = REPO / "bench" / "moe_shapes_tile_check.json"
 _SHARED_SUITE = REPO.parent / "shared" / "bench" / "moe_shapes.json"
 
 
@@ -176,6 +177,17 @@ class TestSuites(TestCase):
                          & {(c.M, c.K, c.N, c.E) for c in extra.cases})
         self.assertIn("config.json", extra.about)
         for case in extra.cases:  # stock stops at 1024 groups
+            self.assertLessEqual(case.E, 1024)
+
+    def test_tile_check_suite_is_new_shapes(self) -> None:
+        # The boundary check of the tile rule: its own shapes, not the
+        # two suites' rows again.
+        check = cases.load_suite(_TILE_CHECK_SUITE)
+        self.assertEqual(set(check.dists), set(cases.DISTS))
+        known = {(c.M, c.K, c.N, c.E)
+                 for path in _SUITES for c in cases.load_suite(path).cases}
+        self.assertFalse({(c.M, c.K, c.N, c.E) for c in check.cases} & known)
+        for case in check.cases:
             self.assertLessEqual(case.E, 1024)
 
     def test_unknown_dist_is_rejected(self) -> None:

@@ -466,21 +466,47 @@ class TestSm90TileConfig(TestCase):
     where they apply."""
 
     @staticmethod
-    def config(row_grouped, rows_per_group, tf32=False, forced="auto"):
+    def config(row_grouped, rows_per_group, tf32=False, forced="auto",
+               k=4096, n=4096):
         return torch.ops.overlap_ops._sm90_tile_config(
-            row_grouped, rows_per_group, tf32, forced)
+            row_grouped, rows_per_group, k, n, tf32, forced)
 
     @needs_extension
     def test_row_grouped_defaults_by_dtype(self):
         # Decode sizes (mean rows per group up to 32): 64-row tiles.
         for tf32 in (False, True):
             self.assertEqual(self.config(True, 32, tf32), "small")
-        # Beyond: 16-bit runs large_solo (it beat the split on every
-        # measured bf16 row; deepseek_v3_decode has 64 rows per group),
-        # TF32 keeps the split.
-        for rows in (33, 64, 1024, 1 << 20):
+        # Beyond, with K and N past 2048: 16-bit runs wide up to 128 rows
+        # per group and large_solo past it (both beat the split on every
+        # measured bf16 row), TF32 keeps the split.
+        for rows in (33, 64, 128):
+            self.assertEqual(self.config(True, rows), "wide")
+        for rows in (129, 1024, 1 << 20):
             self.assertEqual(self.config(True, rows), "large_solo")
+        for rows in (33, 128, 1024, 1 << 20):
             self.assertEqual(self.config(True, rows, tf32=True), "split")
+
+    @needs_extension
+    def test_row_grouped_16_bit_small_k_and_n_run_wide(self):
+        # The H200 A/B (results/tiles/2026-11-30k-wide): wide won on
+        # qwen3_30b_a3b (K, N at most 2048) and lost where either exceeds
+        # it; the suite's rows, fwd and dgrad (K and N swapped).
+        rows = {
+            ("qwen3_30b_a3b_w13", 512, 2048, 1536): "wide",
+            ("qwen3_30b_a3b_w13 dgrad", 512, 1536, 2048): "wide",
+            ("qwen3_30b_a3b_w2", 512, 768, 2048): "wide",
+            ("deepseek_v3_ep8_w2", 1024, 2048, 7168): "large_solo",
+            ("deepseek_v3_ep8_w2 dgrad", 1024, 7168, 2048): "large_solo",
+            ("gpt_oss_120b_w13", 256, 2880, 5760): "large_solo",
+            ("mixtral_8x7b_w13", 4096, 4096, 14336): "large_solo",
+            ("grin_moe", 128, 4096, 6400): "wide",
+        }
+        for (name, rows_per_group, k, n), config in rows.items():
+            self.assertEqual(self.config(True, rows_per_group, k=k, n=n),
+                             config, name)
+        # TF32 and the other layouts never take it by default.
+        self.assertEqual(self.config(True, 512, True, k=768, n=768), "split")
+        self.assertEqual(self.config(False, 512, k=768, n=768), "large")
 
     @needs_extension
     def test_other_layouts_by_group_rows(self):
@@ -506,6 +532,8 @@ class TestSm90TileConfig(TestCase):
             self.config(True, 500, forced="huge")
         with self.assertRaisesRegex(RuntimeError, "rows_per_group must be"):
             self.config(True, -1)
+        with self.assertRaisesRegex(RuntimeError, "k and n must be"):
+            self.config(True, 64, k=-1)
 
 
 class TestSm90SplitPlacement(TestCase):
@@ -618,7 +646,7 @@ class TestHopperTf32Route(TestCase):
                              "sm90")
 
     @needs_extension
-    def test_transposed_weights_take_sm80_below_about_430_rows(self):
+    def test_transposed_weights_take_sm80_below_about_380_rows(self):
         # (case, rows, K, N, experts) -> measured or expected winner.
         rows = {
             # measured: SM80 445 us vs SM90 976 us (stock 399)
@@ -830,12 +858,12 @@ class TestSm90SingleKernelTiles(HopperTestCase):
 
     def test_default_tile_per_dtype(self, device):
         # The heuristic, not a forced config: a 16-bit row-grouped call past
-        # decode sizes launches one GEMM (large_solo), a TF32 one the
-        # split's two (medium, large).
+        # decode sizes launches one GEMM (wide here: K and N are small), a
+        # TF32 one the split's two (medium, large).
         sizes = [300, 0, 129, 64, 640]
         offs = make_offsets(sizes, device)
         env = {"OVERLAP_OPS_SM90_TILE": "auto", _BACKEND_ENV: "sm90",
-               "OVERLAP_OPS_SM90_TF32_K_TILE": "long"}
+               "OVERLAP_OPS_SM90_TF32_K_TILE": "auto"}
         for dtype, launches in [(torch.bfloat16, 1), (torch.float16, 1),
                                 (torch.float32, 2)]:
             a = _randn(sum(sizes), 64, device=device, dtype=dtype)
@@ -921,9 +949,10 @@ class TestSm90SingleKernelTiles(HopperTestCase):
 
 
 class TestSm90Tf32ShortK(HopperTestCase):
-    """OVERLAP_OPS_SM90_TF32_K_TILE=short: the Hopper TF32 kernels with
-    half the configs' K extent (as many bytes per mainloop stage as
-    16-bit), for every tile config, checked against float64 per group."""
+    """The Hopper TF32 kernels with half the configs' K extent (as many
+    bytes per mainloop stage as 16-bit; the default, pinned here with
+    OVERLAP_OPS_SM90_TF32_K_TILE=short), for every tile config, checked
+    against float64 per group and told apart from =long's kernels."""
 
     def _short_k(self, tile):
         return unittest.mock.patch.dict(

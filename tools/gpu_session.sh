@@ -94,9 +94,9 @@ for stage in "$@"; do
       # Hopper's TF32 route (GroupedMMTf32Route.h) hands some calls to the
       # SM80 kernels.
       # Then with SM90 forced, so its TF32 kernels (and the transposing
-      # copy) run every call they can; then so again with the short K
-      # tile (OVERLAP_OPS_SM90_TF32_K_TILE=short).
-      for run in auto:long sm90:long sm90:short; do
+      # copy) run every call they can, with the default short K tile and
+      # again with the full one (OVERLAP_OPS_SM90_TF32_K_TILE=long).
+      for run in auto:short sm90:short sm90:long; do
         backend=${run%%:*}; k_tile=${run#*:}
         echo "-- OVERLAP_OPS_GROUPED_MM_BACKEND=$backend K tile $k_tile"
         OVERLAP_OPS_TEST_TF32=1 OVERLAP_OPS_GROUPED_MM_BACKEND=$backend \
@@ -131,13 +131,14 @@ for stage in "$@"; do
       # memcheck over the CUDA grouped-mm tests, once per kernel family and
       # SM90 tile config (profiler-based tests skip: CUPTI is taken).
       # SANITIZE_CONFIGS: backend:tile pairs to run (default: all).
-      # A third field "short" adds OVERLAP_OPS_SM90_TF32_K_TILE=short and
+      # A third field (short or long) sets OVERLAP_OPS_SM90_TF32_K_TILE and
       # allows TF32 for the float32 tests.
       for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
-          auto:large auto:split sm90:auto:short sm80:auto generic:auto}; do
+          auto:large auto:split auto:large_solo auto:wide sm90:auto:short \
+          sm90:auto:long sm80:auto generic:auto}; do
         IFS=: read -r backend tile k_tile <<< "$backend_tile"
         echo "-- memcheck backend=$backend tile=$tile ${k_tile:+K tile $k_tile}"
-        OVERLAP_OPS_SM90_TF32_K_TILE=${k_tile:-long} OVERLAP_OPS_TEST_TF32=${k_tile:+1} \
+        OVERLAP_OPS_SM90_TF32_K_TILE=${k_tile:-auto} OVERLAP_OPS_TEST_TF32=${k_tile:+1} \
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
           timeout 150 compute-sanitizer --tool memcheck --report-api-errors no \
           --error-exitcode 3 python3 -m pytest -q test/test_grouped_mm_cuda.py \
@@ -282,32 +283,59 @@ for stage in "$@"; do
         --passes wgrad --dtypes fp32 ${PADK_CASES:+--cases $PADK_CASES} \
         --variant sm80k:OVERLAP_OPS_SM90_TF32_PADDED_K=off 2>&1 | tail -20
       ;;
-    benchexp)
-      # The eighth session's experiments as same-run variants
-      # (results/NOTES.md has the predictions): 64x256 tiles (wide) on
-      # bf16 fwd/dgrad into $OUT/wide (EXP_WIDE_CASES), then the TF32
-      # short K tile on wgrad/dgrad into $OUT/shortk (EXP_TF32_CASES),
-      # each with half of the time left (timeout 0 would mean no limit).
+    benchmain)
+      # Every dtype and pass of the shared suite from this build, in parts
+      # (each part's JSON is written after every row) into $OUT/main/<n>;
+      # tools/merge_grouped_mm_runs.py joins them. MAIN_PARTS: dtypes:passes
+      # per part.
+      n=0
+      for part in ${MAIN_PARTS:-bf16,fp16:fwd fp32:fwd,dgrad fp32:wgrad bf16,fp16:dgrad,wgrad}; do
+        left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+        n=$((n + 1))
+        echo "benchmain part $n ($part): $left s left"
+        if (( left < 20 )); then
+          echo "benchmain: stopped, too little time"
+          break
+        fi
+        mkdir -p "$OUT/main/$n"
+        timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/main/$n" \
+          --dtypes "${part%%:*}" --passes "${part#*:}" 2>&1 | tail -6
+      done
+      ;;
+    benchcheck)
+      # The ninth session's checks (results/NOTES.md has the predictions):
+      # the 16-bit tile rule's bounds on bench/moe_shapes_tile_check.json,
+      # deepseek_v3_decode (64 rows per group) and the second suite's
+      # deepseek_v2_lite (K, N about 2048), both configs as
+      # variants, into $OUT/tilecheck; then TF32 wgrad with SM90 forced on
+      # the rows the padded-K crossover sends to SM80, into $OUT/padkcheck.
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
-      echo "benchexp: $left s left"
-      if (( left < 40 )); then
-        echo "benchexp: skipped, too little time"
-        continue
-      fi
-      mkdir -p "$OUT/wide" "$OUT/shortk"
-      timeout $(( left / 2 )) python3 tools/bench_grouped_mm.py \
-        --out "$OUT/wide" --dtypes bf16 --passes fwd,dgrad \
-        --cases "${EXP_WIDE_CASES:-gpt_oss_120b_w13,qwen3_30b_a3b_w13,qwen3_30b_a3b_w2,deepseek_v3_ep8_w2,grin_moe,mixtral_8x7b_w13}" \
-        --variant wide:OVERLAP_OPS_SM90_TILE=wide 2>&1 | tail -8
+      echo "benchcheck: $left s left"
+      mkdir -p "$OUT/tilecheck/"{suite,decode,extra} "$OUT/padkcheck"
+      tiles=(--dtypes bf16 --passes fwd,dgrad
+             --variant solo:OVERLAP_OPS_SM90_TILE=large_solo
+             --variant wide:OVERLAP_OPS_SM90_TILE=wide)
+      timeout $(( left * 2 / 3 )) python3 tools/bench_grouped_mm.py \
+        --out "$OUT/tilecheck/suite" --shapes bench/moe_shapes_tile_check.json \
+        "${tiles[@]}" 2>&1 | tail -6
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      timeout $(( left / 3 )) python3 tools/bench_grouped_mm.py \
+        --out "$OUT/tilecheck/decode" --cases deepseek_v3_decode \
+        "${tiles[@]}" 2>&1 | tail -6
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      timeout $(( left / 3 )) python3 tools/bench_grouped_mm.py \
+        --out "$OUT/tilecheck/extra" --shapes bench/moe_shapes_extra.json \
+        --cases deepseek_v2_lite_w13,deepseek_v2_lite_w2 \
+        "${tiles[@]}" 2>&1 | tail -6
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
       if (( left < 20 )); then
-        echo "benchexp: no time left for the TF32 part"
+        echo "benchcheck: no time left for the padded-K part"
         continue
       fi
-      timeout "$left" python3 tools/bench_grouped_mm.py \
-        --out "$OUT/shortk" --dtypes fp32 --passes wgrad,dgrad \
-        --cases "${EXP_TF32_CASES:-mixtral_8x7b_w13,deepseek_v3_ep8_w2,gpt_oss_120b_w13,grin_moe}" \
-        --variant shortk:OVERLAP_OPS_SM90_TF32_K_TILE=short 2>&1 | tail -8
+      timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/padkcheck" \
+        --dtypes fp32 --passes wgrad \
+        --cases qwen3_30b_a3b_w13,qwen3_30b_a3b_w2,deepseek_v3_decode,qwen3_decode \
+        --variant sm90:OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 2>&1 | tail -6
       ;;
     benchextra)
       # The second suite (bench/moe_shapes_extra.json) into $OUT/extra.

@@ -93,8 +93,8 @@ struct SmallTileConfig {
 // The configs' K extents are sized for 16-bit inputs (64 or 128 elements
 // per row of a mainloop stage). A TF32 stage of as many floats is twice
 // the bytes: the 128x256 tile then fits two stages (96 KB each) where
-// 16-bit fits four. HalfK keeps the bytes per stage for TF32
-// (OVERLAP_OPS_SM90_TF32_K_TILE=short, an A/B switch).
+// 16-bit fits four. HalfK keeps the bytes per stage for TF32 (the
+// default; OVERLAP_OPS_SM90_TF32_K_TILE=long runs SameK for an A/B).
 template <typename Config>
 struct HalfK {
   using Tile = typename Config::TileShape;
@@ -549,7 +549,8 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
           In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(
           args, ld, choice);
     case TileConfig::kWide:
-      // 16-bit only, so the experiment does not double TF32's build.
+      // 16-bit only: not built for TF32, whose unit already holds eight
+      // kernels (never measured there).
       if constexpr (!std::is_same_v<In, float>) {
         return run_grouped_gemm<GroupedGemm<
             In, Out, kARowMajor, kBRowMajor, KTile<WideTileConfig>>>(

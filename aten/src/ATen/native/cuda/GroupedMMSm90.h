@@ -35,9 +35,10 @@ struct TileChoice {
   // kernel afterwards (OVERLAP_OPS_SM90_BIAS=kernel, for A/B runs).
   bool bias_in_epilogue = true;
   // TF32 only: half the configs' K extent, so a stage holds as many bytes
-  // as a 16-bit one (OVERLAP_OPS_SM90_TF32_K_TILE=short; see HalfK in
-  // GroupedMMSm90.cuh).
-  bool tf32_short_k = false;
+  // as a 16-bit one (see HalfK in GroupedMMSm90.cuh). The default: it beat
+  // the full K extent on all 24 rows of the H200 A/B (results/tf32/
+  // 2026-11-30k-shortk); OVERLAP_OPS_SM90_TF32_K_TILE=long turns it off.
+  bool tf32_short_k = true;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -114,7 +114,7 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
       row_grouped,
       row_grouped ? geo.extent / std::max<int64_t>(1, geo.num_groups)
                   : geo.m,
-      in == kFloat};
+      geo.k, geo.n, in == kFloat};
   const sm90::TileConfig chosen =
       sm90::tile_config_for(query, requested_tile_config());
   if (chosen == sm90::TileConfig::kSplit) {
@@ -184,8 +184,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
   }
-  if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"long", "short"}) == 2) {
-    choice.tf32_short_k = true;
+  if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
+    choice.tf32_short_k = false;
   }
   const bool padded_k_on = padded_k_allowed();
   const bool tf32 = in == kFloat;

@@ -15,12 +15,15 @@ namespace at::native::grouped_mm {
 enum class Tf32Family { kSm90, kSm80 };
 
 // Measured on the H200 (results/tf32, results/kernels/2026-11-30h-tf32-*):
-// the tiled transposing copy moves 2.46 TB/s (read + write); the SM90 TF32
-// GEMM runs at ~282 TFLOP/s and the SM80 one at ~137 TFLOP/s on the
-// mixtral_8x7b rows. Other Hopper parts scale these together, so the
+// the tiled transposing copy moves 2.46 TB/s (read + write); the SM80 TF32
+// GEMM runs at ~137 TFLOP/s on the mixtral_8x7b rows. The SM90 one ran at
+// ~282 TFLOP/s with the configs' full K extent and at ~330 with the short
+// K tile, now its default (dgrad, which copies nothing: mixtral_8x7b_w13
+// 11.4-11.7 ms, deepseek_v3_ep8_w2 2.9-3.2 ms; results/tf32/
+// 2026-11-30k-shortk). Other Hopper parts scale these together, so the
 // crossover below moves little.
 constexpr double kTransposeBytesPerSecond = 2.46e12;
-constexpr double kSm90Tf32FlopsPerSecond = 282e12;
+constexpr double kSm90Tf32FlopsPerSecond = 330e12;
 constexpr double kSm80Tf32FlopsPerSecond = 137e12;
 
 // The work of one call as the host knows it: m x k x n summed over groups
@@ -47,12 +50,14 @@ struct Tf32Work {
 // (deepseek_v3_ep8_w2, 5.5-5.9 vs 6.6-7.0 ms) and below, SM80 at 1.14e-3
 // (qwen3_30b_a3b_w13, 2.85 vs 2.96 ms) and above. The SM90 TF32 GEMM ran
 // at ~226 TFLOP/s there, not 282 (mixtral_8x7b_w13: 19.0 ms, 2.0 of them
-// copies). 1 / 1250 lies between the two.
+// copies). 1 / 1250 lies between the two. Both measured with the full K
+// extent; the short K tile made the SM90 side 15-20% faster, which moves
+// the crossover up (to be measured: results/NOTES.md).
 constexpr double kPaddedKMaxInverseSum = 1.0 / 1250.0;
 
 // The SM90 kernels unless the time to transpose exceeds what their higher
 // throughput saves: with a transposed B of G x K x N floats against a
-// 2 M K N FLOP problem, SM90 wins from about 430 rows per group on.
+// 2 M K N FLOP problem, SM90 wins from about 380 rows per group on.
 inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
   if (!w.transpose_a && !w.transpose_b) {
     return Tf32Family::kSm90;

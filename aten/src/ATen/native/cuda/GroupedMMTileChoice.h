@@ -35,10 +35,11 @@ namespace at::native::grouped_mm::sm90 {
 // split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
 // geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
 // (large_solo was slower there) and is opt-in for 16-bit.
-// kWide (an experiment, 16-bit only, OVERLAP_OPS_SM90_TILE=wide; float32
-// calls keep the heuristic): 64x256 pingpong tiles without clusters, for
-// skewed groups whose last 128-row tile is mostly padding
-// (results/NOTES.md).
+// kWide (16-bit row-grouped calls with small groups or a small K x N, see
+// default_tile_config; float32 calls never run it): 64x256 pingpong tiles
+// without clusters. Half the rows of large_solo's tile, so a group's last
+// tile pads at most 63 rows, and two consumer warpgroups that overlap one
+// tile's epilogue with the other's mainloop.
 enum class TileConfig { kSmall, kMedium, kLarge, kSplit, kLargeSolo, kWide };
 
 // Each config's name for OVERLAP_OPS_SM90_TILE, in the enum's order.
@@ -65,27 +66,51 @@ constexpr int64_t kSmallTileMaxRows = 32;
 // Layouts whose groups share one row count: medium tiles up to this many
 // rows, large beyond.
 constexpr int64_t kMediumTileMaxRows = 128;
+// 16-bit row-grouped calls: wide tiles up to this many mean rows per group,
+// or when both K and N are at most kWideTileMaxKN (default_tile_config).
+constexpr int64_t kWideTileMaxRows = 128;
+constexpr int64_t kWideTileMaxKN = 2048;
 
 // What the host knows of a call without a sync.
 struct TileQuery {
   bool row_grouped;  // 2d x 3d (3d x 2d runs as one)
   // Row-grouped: total rows / groups (the mean); otherwise each group's m.
   int64_t rows_per_group;
+  int64_t k;  // the reduction extent of each group's GEMM
+  int64_t n;  // the output columns of each group's GEMM
   bool tf32;
 };
 
+// 16-bit row-grouped calls past decode sizes where 64x256 tiles beat
+// large_solo in the same-run A/B on the H200 (results/tiles/2026-11-30k-
+// wide): groups of up to 128 rows on average, whose last 128-row tile is
+// mostly padding once the sizes are uneven (grin_moe: fwd 0.93, dgrad
+// 0.95 of large_solo's time in geometric mean over the three
+// distributions), and small K x N, where each tile's mainloop is short
+// and pingpong hides the epilogue (qwen3_30b_a3b: 0.96 fwd, 0.96 dgrad).
+// Elsewhere wide lost (mixtral_8x7b up to 1.17x, gpt_oss_120b_w13 skewed
+// 1.09x-1.19x, deepseek_v3_ep8_w2 skewed 1.09x).
+inline bool prefers_wide_tile(const TileQuery& q) {
+  return q.rows_per_group <= kWideTileMaxRows ||
+      (q.k <= kWideTileMaxKN && q.n <= kWideTileMaxKN);
+}
+
 // The heuristic (results/NOTES.md). Row-grouped calls past decode sizes:
-// 16-bit runs one 128x256 kernel without clusters, so no group's tile
-// count is padded to even; it beat the medium/large split on every
-// measured bf16 row. TF32 keeps the split, which beat large_solo there
-// (tf32 dgrad 0.93 vs 1.01 of stock, results/tiles/2026-11-30j-tf32; not
-// profiled: 128x256 tiles of floats leave fewer pipeline stages).
+// 16-bit runs one kernel without clusters, so no group's tile count is
+// padded to even: wide where prefers_wide_tile says so, else large_solo
+// (128x256), which beat the medium/large split on every measured bf16
+// row. TF32 keeps the split, which beat large_solo there (tf32 dgrad 0.93
+// vs 1.01 of stock, results/tiles/2026-11-30j-tf32; 128x256 tiles of
+// floats leave fewer pipeline stages).
 inline TileConfig default_tile_config(const TileQuery& q) {
   if (q.rows_per_group <= kSmallTileMaxRows) {
     return TileConfig::kSmall;
   }
   if (q.row_grouped) {
-    return q.tf32 ? TileConfig::kSplit : TileConfig::kLargeSolo;
+    if (q.tf32) {
+      return TileConfig::kSplit;
+    }
+    return prefers_wide_tile(q) ? TileConfig::kWide : TileConfig::kLargeSolo;
   }
   return q.rows_per_group <= kMediumTileMaxRows ? TileConfig::kMedium
                                                 : TileConfig::kLarge;
