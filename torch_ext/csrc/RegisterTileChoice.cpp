@@ -17,13 +17,11 @@ namespace {
 // The config a call runs: forced = "auto" (the heuristic) or one of
 // OVERLAP_OPS_SM90_TILE's values, applied where it applies.
 std::string sm90_tile_config(bool row_grouped, int64_t rows_per_group,
-                             int64_t k, int64_t n, bool tf32,
-                             const std::string& forced) {
+                             bool tf32, const std::string& forced) {
   TORCH_CHECK(rows_per_group >= 0, "rows_per_group must be >= 0, got ",
               rows_per_group);
-  TORCH_CHECK(k >= 0 && n >= 0, "k and n must be >= 0, got ", k, " and ", n);
   namespace sm90 = at::native::grouped_mm::sm90;
-  const sm90::TileQuery query{row_grouped, rows_per_group, k, n, tf32};
+  const sm90::TileQuery query{row_grouped, rows_per_group, tf32};
   const std::optional<sm90::TileConfig> requested =
       sm90::tile_config_named(forced);
   TORCH_CHECK(forced == "auto" || requested,
@@ -37,7 +35,7 @@ std::string sm90_tile_config(bool row_grouped, int64_t rows_per_group,
 }  // namespace overlap_ops
 
 TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
-  m.def("_sm90_tile_config(bool row_grouped, int rows_per_group, int k, "
-        "int n, bool tf32, str forced=\"auto\") -> str",
+  m.def("_sm90_tile_config(bool row_grouped, int rows_per_group, bool tf32, "
+        "str forced=\"auto\") -> str",
         &overlap_ops::sm90_tile_config);
 }

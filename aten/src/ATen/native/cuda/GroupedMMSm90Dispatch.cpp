@@ -114,7 +114,7 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
       row_grouped,
       row_grouped ? geo.extent / std::max<int64_t>(1, geo.num_groups)
                   : geo.m,
-      geo.k, geo.n, in == kFloat};
+      in == kFloat};
   const sm90::TileConfig chosen =
       sm90::tile_config_for(query, requested_tile_config());
   if (chosen == sm90::TileConfig::kSplit) {

@@ -44,16 +44,13 @@ struct Tf32Work {
 // Grouped along K, the SM90 path copies both operands (m x K and K x n)
 // and the SM80 kernels neither, so the copies cost K (m + n) against work
 // of K m n: SM90 wins when 1 / m + 1 / n is below a crossover, whatever K.
-// The copy-cost model below, applied here, put it at 1 / 433 (SM90 and SM80
-// at 282 and 137 TFLOP/s); the H200 put it lower (results/tf32/
-// 2026-11-30j-padk, both paths in one run): SM90 won at 6.3e-4
-// (deepseek_v3_ep8_w2, 5.5-5.9 vs 6.6-7.0 ms) and below, SM80 at 1.14e-3
-// (qwen3_30b_a3b_w13, 2.85 vs 2.96 ms) and above. The SM90 TF32 GEMM ran
-// at ~226 TFLOP/s there, not 282 (mixtral_8x7b_w13: 19.0 ms, 2.0 of them
-// copies). 1 / 1250 lies between the two. Both measured with the full K
-// extent; the short K tile made the SM90 side 15-20% faster, which moves
-// the crossover up (to be measured: results/NOTES.md).
-constexpr double kPaddedKMaxInverseSum = 1.0 / 1250.0;
+// Measured on the H200 with both paths in one run, and the short K tile
+// (results/tf32/2026-11-30k-padkcheck): SM90 won at 1.14e-3
+// (qwen3_30b_a3b_w13: 2.57-2.82 vs 2.86-3.05 ms; qwen3_decode: 0.53-0.56
+// vs 0.60-0.64 ms) and below, SM80 at 1.79e-3 (qwen3_30b_a3b_w2: 1.42-1.69
+// vs 1.63-1.74 ms). 1 / 700 lies between the two. (With the full K tile
+// SM80 still won at 1.14e-3, results/tf32/2026-11-30j-padk.)
+constexpr double kPaddedKMaxInverseSum = 1.0 / 700.0;
 
 // The SM90 kernels unless the time to transpose exceeds what their higher
 // throughput saves: with a transposed B of G x K x N floats against a

@@ -35,7 +35,7 @@ namespace at::native::grouped_mm::sm90 {
 // split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
 // geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
 // (large_solo was slower there) and is opt-in for 16-bit.
-// kWide (16-bit row-grouped calls with small groups or a small K x N, see
+// kWide (16-bit row-grouped calls with small groups, see
 // default_tile_config; float32 calls never run it): 64x256 pingpong tiles
 // without clusters. Half the rows of large_solo's tile, so a group's last
 // tile pads at most 63 rows, and two consumer warpgroups that overlap one
@@ -66,40 +66,32 @@ constexpr int64_t kSmallTileMaxRows = 32;
 // Layouts whose groups share one row count: medium tiles up to this many
 // rows, large beyond.
 constexpr int64_t kMediumTileMaxRows = 128;
-// 16-bit row-grouped calls: wide tiles up to this many mean rows per group,
-// or when both K and N are at most kWideTileMaxKN (default_tile_config).
+// 16-bit row-grouped calls: wide tiles up to this many mean rows per group
+// (default_tile_config).
 constexpr int64_t kWideTileMaxRows = 128;
-constexpr int64_t kWideTileMaxKN = 2048;
 
 // What the host knows of a call without a sync.
 struct TileQuery {
   bool row_grouped;  // 2d x 3d (3d x 2d runs as one)
   // Row-grouped: total rows / groups (the mean); otherwise each group's m.
   int64_t rows_per_group;
-  int64_t k;  // the reduction extent of each group's GEMM
-  int64_t n;  // the output columns of each group's GEMM
   bool tf32;
 };
 
-// 16-bit row-grouped calls past decode sizes where 64x256 tiles beat
-// large_solo in the same-run A/B on the H200 (results/tiles/2026-11-30k-
-// wide): groups of up to 128 rows on average, whose last 128-row tile is
-// mostly padding once the sizes are uneven (grin_moe: fwd 0.93, dgrad
-// 0.95 of large_solo's time in geometric mean over the three
-// distributions), and small K x N, where each tile's mainloop is short
-// and pingpong hides the epilogue (qwen3_30b_a3b: 0.96 fwd, 0.96 dgrad).
-// Elsewhere wide lost (mixtral_8x7b up to 1.17x, gpt_oss_120b_w13 skewed
-// 1.09x-1.19x, deepseek_v3_ep8_w2 skewed 1.09x).
-inline bool prefers_wide_tile(const TileQuery& q) {
-  return q.rows_per_group <= kWideTileMaxRows ||
-      (q.k <= kWideTileMaxKN && q.n <= kWideTileMaxKN);
-}
-
 // The heuristic (results/NOTES.md). Row-grouped calls past decode sizes:
 // 16-bit runs one kernel without clusters, so no group's tile count is
-// padded to even: wide where prefers_wide_tile says so, else large_solo
-// (128x256), which beat the medium/large split on every measured bf16
-// row. TF32 keeps the split, which beat large_solo there (tf32 dgrad 0.93
+// padded to even. Up to 128 rows per group on average that is wide, whose
+// 64-row tiles pad a small group's last tile less: it beat large_solo on
+// grin_moe (fwd 0.93, dgrad 0.95 of its time in geometric mean over the
+// three distributions; results/tiles/2026-11-30k-wide) and, on shapes
+// the rule was not fitted to, on olmoe_1b_7b, phi35_moe at 128 rows and
+// deepseek_v3_decode (results/tiles/2026-11-30k-tilecheck). Past that,
+// large_solo (128x256), which beat the medium/large split on every
+// measured bf16 row and wide on most (wide: mixtral_8x7b up to 1.17x,
+// gpt_oss_120b_w13 skewed 1.09x-1.19x). A second bound, K and N both at
+// most 2048 (wide won on qwen3_30b_a3b), failed on the new shapes
+// (deepseek_v2_lite_w2 dgrad 1.22-1.28x large_solo's time) and is not
+// used. TF32 keeps the split, which beat large_solo there (tf32 dgrad 0.93
 // vs 1.01 of stock, results/tiles/2026-11-30j-tf32; 128x256 tiles of
 // floats leave fewer pipeline stages).
 inline TileConfig default_tile_config(const TileQuery& q) {
@@ -110,7 +102,8 @@ inline TileConfig default_tile_config(const TileQuery& q) {
     if (q.tf32) {
       return TileConfig::kSplit;
     }
-    return prefers_wide_tile(q) ? TileConfig::kWide : TileConfig::kLargeSolo;
+    return q.rows_per_group <= kWideTileMaxRows ? TileConfig::kWide
+                                                : TileConfig::kLargeSolo;
   }
   return q.rows_per_group <= kMediumTileMaxRows ? TileConfig::kMedium
                                                 : TileConfig::kLarge;
