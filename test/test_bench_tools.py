@@ -589,6 +589,63 @@ class TestBenchLoop(TestCase):
             self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)
 
 
+    def test_paired_dtypes_share_rounds_in_alternating_order(self) -> None:
+        # --pair-dtypes: bf16 and fp16 of one case x dist x pass are timed
+        # in the same rounds, their order reversed every other round; each
+        # row keeps its own columns, check and ratios.
+        with tempfile.TemporaryDirectory() as tmp:
+            suite = Path(tmp) / "suite.json"
+            suite.write_text(json.dumps({
+                "about": "tiny", "dists": {"balanced": ""},
+                "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8,
+                           "E": 4}]}))
+            out = Path(tmp) / "out"
+            seen: list[torch.dtype] = []
+
+            def time_us(fns, timer):
+                out_tensor = fns[0]()
+                seen.append(out_tensor.dtype)
+                return 10.0 if out_tensor.dtype == torch.bfloat16 else 11.0
+
+            stderr = io.StringIO()
+            status = self._main_faked(
+                ["--shapes", str(suite), "--out", str(out), "--dtypes",
+                 "bf16,fp16", "--passes", "fwd,wgrad", "--pair-dtypes"],
+                time_us, stderr=stderr)
+            self.assertEqual(status, 0)
+            results = json.loads((out / bench.JSON_NAME).read_text())
+            self.assertIn("order reversed every other round",
+                          results["timer"])
+            rows = results["rows"]
+            self.assertEqual([(r["dtype"], r["pass"]) for r in rows],
+                             [("bf16", "fwd"), ("fp16", "fwd"),
+                              ("bf16", "wgrad"), ("fp16", "wgrad")])
+            for row in rows:
+                self.assertEqual(row["ours_check"], "pass")
+                self.assertEqual(row["stock_check"], "pass")
+                self.assertEqual(row["ours_us"],
+                                 10.0 if row["dtype"] == "bf16" else 11.0)
+                self.assertEqual(row["ours/stock"], 1.0)
+            # Per pass, 3 rounds of (bf16 ours, bf16 stock, fp16 ours, fp16
+            # stock), the middle one reversed.
+            bf, fp = torch.bfloat16, torch.float16
+            one_pass = [bf, bf, fp, fp, fp, fp, bf, bf, bf, bf, fp, fp]
+            self.assertEqual(seen, one_pass * 2)
+            self.assertIn("[4/4] tiny balanced fp16 wgrad", stderr.getvalue())
+
+    def test_batches_group_dtypes_only_when_paired(self) -> None:
+        suite = cases.load_suite(_SUITES[0])
+        args = bench._parse_args(["--dtypes", "bf16,fp16", "--passes",
+                                  "fwd,dgrad", "--cases", "grin_moe",
+                                  "--dists", "balanced"])
+        plan = bench._plan(suite, args)
+        self.assertEqual([len(b) for b in bench._batches(plan, False)],
+                         [1] * 4)
+        paired = bench._batches(plan, True)
+        self.assertEqual([[(s.dtype, s.pass_name) for s in b] for b in paired],
+                         [[("bf16", "fwd"), ("fp16", "fwd")],
+                          [("bf16", "dgrad"), ("fp16", "dgrad")]])
+
     def test_row_failure_marks_columns_na(self) -> None:
         spec = bench.RowSpec(cases.Case("t", 40, 16, 8, 4), "balanced",
                              "bf16", "fwd")
@@ -635,6 +692,30 @@ class TestInterleavedRounds(TestCase):
         self.assertEqual(results["ours"]["ours_rounds_us"], [30.0, 10.0, 20.0])
         self.assertEqual(results["stock"]["stock_us"], 6.0)
         self.assertIsNone(results["inductor"]["inductor_us"])
+
+    def test_alternate_reverses_every_other_round_and_names_fields(
+            self) -> None:
+        # Keys of two rows' columns, named by `names`.
+        order: list[tuple[int, str]] = []
+
+        def fake_time(fns, timer):
+            key = fns[0]()
+            order.append(key)
+            return 2.0 if key[0] else 1.0
+
+        keys = [(0, "ours"), (1, "ours")]
+        calls = {key: [lambda key=key: key] for key in keys}
+        results = {key: {} for key in keys}
+        with unittest.mock.patch.object(bench, "_time_us",
+                                        side_effect=fake_time):
+            bench._time_columns(calls, results,
+                                bench.Timer(25.0, 90.0, 20, 2000, rounds=3),
+                                names={key: "ours" for key in keys},
+                                alternate=True)
+        self.assertEqual(order, [keys[0], keys[1], keys[1], keys[0],
+                                 keys[0], keys[1]])
+        self.assertEqual(results[keys[0]]["ours_us"], 1.0)
+        self.assertEqual(results[keys[1]]["ours_rounds_us"], [2.0] * 3)
 
     def test_a_column_that_raises_is_na_and_the_others_go_on(self) -> None:
         def fake_time(fns, timer):

@@ -19,6 +19,8 @@ random data, rotating among input sets when one set would fit in 2x L2.
     python3 tools/bench_grouped_mm.py --quick --out results/tmp    # smoke
     python3 tools/bench_grouped_mm.py --passes fwd,dgrad,wgrad \\
         --dtypes bf16,fp16,fp32 --out results/tmp
+    python3 tools/bench_grouped_mm.py --pair-dtypes --out results/tmp
+        # bf16 and fp16 of each row in the same timing rounds
     python3 tools/bench_grouped_mm.py --render results/tmp         # no GPU
 
 Writes ``grouped_mm_results.json`` (after every row, so a run cut short
@@ -194,6 +196,12 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--rep-ms", type=float, default=100.0)
     parser.add_argument("--min-runs", type=int, default=20)
     parser.add_argument("--max-runs", type=int, default=2000)
+    parser.add_argument("--pair-dtypes", action="store_true",
+                        help="time the dtypes of one case x dist x pass in "
+                        "the same interleaved rounds, their order reversed "
+                        "every other round, so a ratio between dtypes "
+                        "(fp16 vs bf16) does not carry the clock drift "
+                        "between rows measured one after the other")
     parser.add_argument("--rounds", type=_positive_int, default=3,
                         help="interleaved timing rounds per column; each "
                         "round times --rep-ms / rounds (default 3)")
@@ -230,6 +238,19 @@ def _plan(suite: cases.Suite, args: argparse.Namespace) -> list[RowSpec]:
     return [RowSpec(case, dist, dtype, pass_name, args.inputs_as)
             for case in chosen for dist in dists
             for dtype in args.dtypes for pass_name in args.passes]
+
+
+def _batches(plan: list[RowSpec], pair_dtypes: bool) -> list[list[RowSpec]]:
+    """The plan's rows in the groups timed together: one row each, or
+    with --pair-dtypes the dtypes of each case x dist x pass (in the plan's
+    order of first appearance)."""
+    if not pair_dtypes:
+        return [[spec] for spec in plan]
+    groups: dict[tuple[str, str, str], list[RowSpec]] = {}
+    for spec in plan:
+        groups.setdefault((spec.case.name, spec.dist, spec.pass_name),
+                          []).append(spec)
+    return list(groups.values())
 
 
 # ---------------------------------------------------------------- timing
@@ -595,32 +616,40 @@ def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],
     return result, [lambda a=a, b=b: fn(a, b, offs) for a, b in sets]
 
 
-def _time_columns(calls: dict[str, list[Callable[[], Any]]],
-                  results: dict[str, dict[str, Any]], timer: Timer,
-                  fns: Optional[dict[str, Callable[..., torch.Tensor]]]
-                  = None) -> None:
+def _time_columns(calls: dict[Any, list[Callable[[], Any]]],
+                  results: dict[Any, dict[str, Any]], timer: Timer,
+                  fns: Optional[dict[Any, Callable[..., torch.Tensor]]]
+                  = None, names: Optional[dict[Any, str]] = None,
+                  alternate: bool = False) -> None:
     """Times the columns in ``timer.rounds`` interleaved rounds; each
     column's time is its median round (``{name}_rounds_us`` keeps all).
-    ``fns`` (column name -> function) gives each column's environment."""
+
+    The dicts share their keys: one per column, the column's name unless
+    ``names`` maps a key to it (columns of several rows timed together).
+    ``fns`` gives each column's environment. ``alternate`` reverses the
+    columns' order every other round."""
     per_round = dataclasses.replace(
         timer, rep_ms=timer.rep_ms / timer.rounds,
         min_runs=max(1, math.ceil(timer.min_runs / timer.rounds)))
-    rounds: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(timer.rounds):
-        for name, column_calls in calls.items():
-            if not column_calls:
+    rounds: dict[Any, list[float]] = {key: [] for key in calls}
+    order = list(calls)
+    for index in range(timer.rounds):
+        for key in reversed(order) if alternate and index % 2 else order:
+            if not calls[key]:
                 continue
+            name = (names or {}).get(key, key)
             try:
-                with _column_env((fns or {}).get(name)):
-                    rounds[name].append(_time_us(column_calls, per_round))
+                with _column_env((fns or {}).get(key)):
+                    rounds[key].append(_time_us(calls[key], per_round))
             except Exception as error:  # noqa: BLE001  (recorded as n/a)
-                results[name][f"{name}_error"] = _first_line(error)
-                calls[name] = []
-                rounds[name] = []
-    for name, times in rounds.items():
+                results[key][f"{name}_error"] = _first_line(error)
+                calls[key] = []
+                rounds[key] = []
+    for key, times in rounds.items():
         if times:
-            results[name][f"{name}_us"] = _median(times)
-            results[name][f"{name}_rounds_us"] = times
+            name = (names or {}).get(key, key)
+            results[key][f"{name}_us"] = _median(times)
+            results[key][f"{name}_rounds_us"] = times
 
 
 def _run_row(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
@@ -633,6 +662,50 @@ def _run_row(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
     outside the columns (out of memory making inputs or the reference)
     marks every column n/a instead of ending the run.
     """
+    return _run_rows_together([spec], [fns], machine, timer, [seed])[0]
+
+
+def _run_rows_together(specs: Sequence[RowSpec],
+                       fns: Sequence[dict[str, Callable[..., torch.Tensor]]],
+                       machine: dict[str, Any], timer: Timer,
+                       seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """Rows (with their columns ``fns[i]`` and seeds) whose columns are
+    timed in the same interleaved rounds; more than one row alternates
+    their order every other round (--pair-dtypes). As in ``_run_row``, a
+    row whose inputs or reference fail is n/a alone."""
+    rows, calls, results, row_fns, names = [], {}, {}, {}, {}
+    for i, (spec, columns, seed) in enumerate(zip(specs, fns, seeds)):
+        row, sizes, n_sets = _row_header(spec, machine)
+        rows.append(row)
+        try:
+            row_results, row_calls = _prepare_columns(
+                spec, columns, machine["device"], sizes, n_sets, seed)
+        except Exception as error:  # noqa: BLE001  (recorded as n/a)
+            for name in columns:
+                row.update({f"{name}_check": "n/a", f"{name}_rel_err": None,
+                            f"{name}_us": None, f"{name}_error":
+                            "row failed: " + _first_line(error)})
+            torch.cuda.empty_cache()
+            continue
+        for name in columns:
+            key = (i, name)
+            calls[key], results[key] = row_calls[name], row_results[name]
+            row_fns[key], names[key] = columns[name], name
+    if calls:
+        _time_columns(calls, results, timer, row_fns, names,
+                      alternate=len(specs) > 1)
+    for (i, _), result in results.items():
+        rows[i].update(result)
+    for row in rows:
+        for name in report.RATIOS:
+            row[name] = report.ratio(row, name)
+    return rows
+
+
+def _row_header(spec: RowSpec, machine: dict[str, Any]
+                ) -> tuple[dict[str, Any], list[int], int]:
+    """A row's description and floor, its group sizes and how many input
+    sets it rotates through."""
     c = spec.case
     sizes = cases.group_sizes(spec.dist, c.M, c.E)
     work = cases.cost(c, sizes, spec.pass_name, cases.DTYPES[spec.dtype][1])
@@ -647,24 +720,16 @@ def _run_row(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
         "compute_us": floor.compute_us, "memory_us": floor.memory_us,
         "bound": floor.bound, "input_sets": n_sets,
     }
-    try:
-        row.update(_run_columns(spec, fns, machine["device"], sizes, n_sets,
-                                timer, seed))
-    except Exception as error:  # noqa: BLE001  (recorded as n/a)
-        for name in fns:
-            row.update({f"{name}_check": "n/a", f"{name}_rel_err": None,
-                        f"{name}_us": None,
-                        f"{name}_error": "row failed: " + _first_line(error)})
-        torch.cuda.empty_cache()
-    for name in report.RATIOS:
-        row[name] = report.ratio(row, name)
-    return row
+    return row, sizes, n_sets
 
 
-def _run_columns(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
-                 device: str, sizes: list[int], n_sets: int, timer: Timer,
-                 seed: int) -> dict[str, Any]:
-    """Makes n_sets input sets and the reference, then runs each column."""
+def _prepare_columns(spec: RowSpec,
+                     fns: dict[str, Callable[..., torch.Tensor]],
+                     device: str, sizes: list[int], n_sets: int, seed: int
+                     ) -> tuple[dict[str, dict[str, Any]],
+                                dict[str, list[Callable[[], Any]]]]:
+    """Makes n_sets input sets and the reference, checks each column;
+    returns each column's result so far and its calls to time."""
     gen = torch.Generator(device=device).manual_seed(seed)
     sets = [_operands(spec, gen) for _ in range(n_sets)]
     offs = torch.tensor(cases.offsets(sizes), device=device,
@@ -675,11 +740,7 @@ def _run_columns(spec: RowSpec, fns: dict[str, Callable[..., torch.Tensor]],
     for name, fn in fns.items():
         results[name], calls[name] = _check_and_prepare(
             name, fn, spec, sets, offs, sizes, ref)
-    _time_columns(calls, results, timer, fns)
-    merged: dict[str, Any] = {}
-    for result in results.values():
-        merged.update(result)
-    return merged
+    return results, calls
 
 
 # ----------------------------------------------------------------- output
@@ -790,20 +851,30 @@ def _bench(args: argparse.Namespace) -> int:
         "rows": [],
     }
     results.update(_machine(args.dtypes, timer))
+    if args.pair_dtypes:
+        results["timer"] += ("; the dtypes of a case x dist x pass in the "
+                             "same rounds, their order reversed every other "
+                             "round")
     status = 0
-    for i, spec in enumerate(plan, 1):
-        _progress(f"[{i}/{len(plan)}] {spec.case.name} {spec.dist} "
-                  f"{spec.label} {spec.pass_name} ...")
-        row = _run_row(spec, _callables(args.inductor, args.variant),
-                       results, timer,
-                       args.seed + i)
-        results["rows"].append(row)
-        results["group_sizes"][f"{spec.case.name}/{spec.dist}"] = \
-            cases.group_sizes(spec.dist, spec.case.M, spec.case.E)
-        _progress(_row_note(row))
+    done = 0
+    for batch in _batches(plan, args.pair_dtypes):
+        for offset, spec in enumerate(batch, done + 1):
+            _progress(f"[{offset}/{len(plan)}] {spec.case.name} {spec.dist} "
+                      f"{spec.label} {spec.pass_name} ...")
+        rows = _run_rows_together(
+            batch, [_callables(args.inductor, args.variant) for _ in batch],
+            results, timer,
+            [args.seed + done + j for j in range(1, len(batch) + 1)])
+        done += len(batch)
+        for spec, row in zip(batch, rows):
+            results["rows"].append(row)
+            results["group_sizes"][f"{spec.case.name}/{spec.dist}"] = \
+                cases.group_sizes(spec.dist, spec.case.M, spec.case.E)
+            _progress(_row_note(row))
         _write_json(results, out_dir)
         if not _context_alive():
-            results["stopped"] = (f"CUDA context lost at row {i} "
+            spec = batch[-1]
+            results["stopped"] = (f"CUDA context lost at row {done} "
                                   f"({spec.case.name} {spec.dist} "
                                   f"{spec.label} {spec.pass_name})")
             status = 1

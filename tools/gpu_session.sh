@@ -287,7 +287,8 @@ for stage in "$@"; do
       # Every dtype and pass of the shared suite from this build, in parts
       # (each part's JSON is written after every row) into $OUT/main/<n>;
       # tools/merge_grouped_mm_runs.py joins them. MAIN_PARTS: dtypes:passes
-      # per part.
+      # per part. --pair-dtypes: bf16 and fp16 of a row share timing rounds,
+      # so their ratio (issue 3's fp16 target) carries no drift between rows.
       n=0
       for part in ${MAIN_PARTS:-bf16,fp16:fwd fp32:fwd,dgrad fp32:wgrad bf16,fp16:dgrad,wgrad}; do
         left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
@@ -299,7 +300,7 @@ for stage in "$@"; do
         fi
         mkdir -p "$OUT/main/$n"
         timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/main/$n" \
-          --dtypes "${part%%:*}" --passes "${part#*:}" 2>&1 | tail -6
+          --dtypes "${part%%:*}" --passes "${part#*:}" --pair-dtypes 2>&1 | tail -6
       done
       ;;
     benchcheck)
