@@ -476,8 +476,8 @@ class TestSm90TileConfig(TestCase):
         for tf32 in (False, True):
             self.assertEqual(self.config(True, 32, tf32), "small")
         # Beyond: 16-bit runs wide up to 128 rows per group and large_solo
-        # past it (both beat the split on every measured bf16 row), TF32
-        # keeps the split.
+        # past it (large_solo beat the split on every measured bf16 row,
+        # wide beat large_solo up to 128 rows), TF32 keeps the split.
         for rows in (33, 64, 128):
             self.assertEqual(self.config(True, rows), "wide")
         for rows in (129, 1024, 1 << 20):
@@ -849,9 +849,10 @@ class TestTf32PaddedK(HopperTestCase):
 class TestSm90SingleKernelTiles(HopperTestCase):
     """The Hopper tile configs that run every group on one kernel without
     clusters, forced: large_solo (128x256, the default for 16-bit
-    row-grouped calls past decode sizes; every dtype) and wide (64x256
-    pingpong, an experiment; 16-bit only). Correct in every layout that
-    reaches the Hopper kernels."""
+    row-grouped calls past 128 rows per group; every dtype) and wide
+    (64x256 pingpong, the 16-bit default from 33 to 128 rows per group;
+    16-bit only). Correct in every layout that reaches the Hopper
+    kernels; the heuristic picks them by the mean group size."""
 
     def _forced(self, tile):
         # The backend pinned too: testsm80 and the sanitizer's sm80 and
@@ -881,6 +882,31 @@ class TestSm90SingleKernelTiles(HopperTestCase):
             self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
                                  for name in names), launches,
                              (dtype, names))
+
+    def test_default_16_bit_tile_follows_mean_group_size(self, device):
+        # By default a 16-bit row-grouped call launches wide's kernel up to
+        # 128 rows per group on average and large_solo's beyond; compared
+        # by kernel name with the same call under each forced config.
+        def gemm_kernels(a, b, offs, tile):
+            env = {"OVERLAP_OPS_SM90_TILE": tile, _BACKEND_ENV: "sm90"}
+            with unittest.mock.patch.dict(os.environ, env):
+                names = {name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs))}
+            return {name for name in names if _FAMILY_KERNELS["sm90"] in name}
+
+        for sizes, expected in [([100, 0, 129, 64, 120], "wide"),
+                                ([300, 0, 129, 64, 640], "large_solo")]:
+            offs = make_offsets(sizes, device)
+            a = _randn(sum(sizes), 64, device=device, dtype=torch.bfloat16)
+            b = _randn(len(sizes), 64, 256, device=device,
+                       dtype=torch.bfloat16, transposed=True)
+            default = gemm_kernels(a, b, offs, "auto")
+            self.assertTrue(default)
+            self.assertEqual(default, gemm_kernels(a, b, offs, expected),
+                             sizes)
+            other = "large_solo" if expected == "wide" else "wide"
+            self.assertFalse(default & gemm_kernels(a, b, offs, other),
+                             sizes)
 
     @parametrize("tile", ["large_solo", "wide"])
     @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
@@ -944,7 +970,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                    transposed=True)
         with self._forced("wide"), _allow_tf32(True), \
                 unittest.mock.patch.dict(
-                    os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "long"}):
+                    os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "auto"}):
             self._run_and_check(a, b, offs)
             names = [name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs))]

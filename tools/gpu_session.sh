@@ -33,14 +33,16 @@ python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_devic
 # each of ROW_IMPLS (default: ours then stock), appended to FILE (the
 # profiler's warnings left out).
 profile_rows() {
-  local rows row pcase pdist ppass shapes impl file=$2
+  local rows row pcase pdist ppass shapes suite impl file=$2
   IFS=';' read -ra rows <<< "$1"
   shift 2
   mkdir -p "$(dirname "$file")"
   for row in "${rows[@]}"; do
     read -r pcase pdist ppass <<< "$row"
     shapes=bench/moe_shapes.json
-    grep -q "\"$pcase\"" "$shapes" || shapes=bench/moe_shapes_extra.json
+    for suite in bench/moe_shapes_extra.json bench/moe_shapes_tile_check.json; do
+      grep -q "\"$pcase\"" "$shapes" || shapes=$suite
+    done
     for impl in ${ROW_IMPLS:-ours stock}; do
       python3 tools/profile_grouped_mm.py --shapes "$shapes" --case "$pcase" \
         --dist "$pdist" --pass "$ppass" --impl "$impl" "$@" 2>&1 \
@@ -70,9 +72,8 @@ for stage in "$@"; do
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
-      # Not wide: built for 16-bit only, its own tests force it
-      # (TestSm90SingleKernelTiles).
-      for tile in small medium large split large_solo; do
+      # wide is built for 16-bit only: float32 tests keep the heuristic.
+      for tile in small medium large split large_solo wide; do
         echo "-- OVERLAP_OPS_SM90_TILE=$tile"
         OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm_cuda.py \
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
@@ -273,7 +274,7 @@ for stage in "$@"; do
       ;;
     benchpadk)
       # TF32 wgrad (2d x 2d) by the default route (SM90 through padded
-      # K-major copies where 1/m + 1/n < 1/1250) against the SM80 kernels
+      # K-major copies where 1/m + 1/n < 1/700) against the SM80 kernels
       # for every call (the same-run variant sm80k,
       # OVERLAP_OPS_SM90_TF32_PADDED_K=off). PADK_CASES narrows it.
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
@@ -309,9 +310,14 @@ for stage in "$@"; do
       # deepseek_v3_decode (64 rows per group) and the second suite's
       # deepseek_v2_lite (K, N about 2048), both configs as
       # variants, into $OUT/tilecheck; then TF32 wgrad with SM90 forced on
-      # the rows the padded-K crossover sends to SM80, into $OUT/padkcheck.
+      # rows near the padded-K crossover (deepseek_v3_decode is past it on
+      # SM90 already: a control), into $OUT/padkcheck.
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
       echo "benchcheck: $left s left"
+      if (( left < 60 )); then
+        echo "benchcheck: skipped, too little time"
+        continue
+      fi
       mkdir -p "$OUT/tilecheck/"{suite,decode,extra} "$OUT/padkcheck"
       tiles=(--dtypes bf16 --passes fwd,dgrad
              --variant solo:OVERLAP_OPS_SM90_TILE=large_solo
@@ -320,11 +326,11 @@ for stage in "$@"; do
         --out "$OUT/tilecheck/suite" --shapes bench/moe_shapes_tile_check.json \
         "${tiles[@]}" 2>&1 | tail -6
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
-      timeout $(( left / 3 )) python3 tools/bench_grouped_mm.py \
+      timeout $(( left > 3 ? left / 3 : 1 )) python3 tools/bench_grouped_mm.py \
         --out "$OUT/tilecheck/decode" --cases deepseek_v3_decode \
         "${tiles[@]}" 2>&1 | tail -6
       left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
-      timeout $(( left / 3 )) python3 tools/bench_grouped_mm.py \
+      timeout $(( left > 3 ? left / 3 : 1 )) python3 tools/bench_grouped_mm.py \
         --out "$OUT/tilecheck/extra" --shapes bench/moe_shapes_extra.json \
         --cases deepseek_v2_lite_w13,deepseek_v2_lite_w2 \
         "${tiles[@]}" 2>&1 | tail -6

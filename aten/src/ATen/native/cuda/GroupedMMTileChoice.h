@@ -28,7 +28,8 @@ namespace at::native::grouped_mm::sm90 {
 // NOTES.md). If either kernel would get less than one wave of CTAs, all
 // groups go to the other (split_placement). The best config depends on the
 // group sizes, which the host cannot see without a sync.
-// kLargeSolo (the default for 16-bit row-grouped calls past decode sizes):
+// kLargeSolo (the default for 16-bit row-grouped calls past 128 rows per
+// group):
 // kLarge's tiles without the cluster, so no group is padded to an even
 // number of 128-row tiles, at the cost of each CTA loading its own weight
 // tile (no multicast). One kernel for every group, no split. It beat the
@@ -91,9 +92,10 @@ struct TileQuery {
 // gpt_oss_120b_w13 skewed 1.09x-1.19x). A second bound, K and N both at
 // most 2048 (wide won on qwen3_30b_a3b), failed on the new shapes
 // (deepseek_v2_lite_w2 dgrad 1.22-1.28x large_solo's time) and is not
-// used. TF32 keeps the split, which beat large_solo there (tf32 dgrad 0.93
-// vs 1.01 of stock, results/tiles/2026-11-30j-tf32; 128x256 tiles of
-// floats leave fewer pipeline stages).
+// used. TF32 keeps the split, which beat large_solo there with the full K
+// tile (tf32 dgrad 0.93 vs 1.01 of stock, results/tiles/2026-11-30j-tf32;
+// 128x256 tiles of floats then fit two stages); with the short K tile,
+// now the default, the two are not yet compared (results/NOTES.md).
 inline TileConfig default_tile_config(const TileQuery& q) {
   if (q.rows_per_group <= kSmallTileMaxRows) {
     return TileConfig::kSmall;
