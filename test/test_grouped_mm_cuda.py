@@ -532,10 +532,39 @@ class TestSm90TileConfig(TestCase):
         self.assertEqual(self.config(False, 500, forced="split"), "large")
         self.assertEqual(self.config(True, 500, forced="wide"), "wide")
         self.assertEqual(self.config(True, 500, True, "wide"), "split")
+        # row_split: 16-bit row-grouped calls only.
+        self.assertEqual(self.config(True, 500, forced="row_split"),
+                         "row_split")
+        self.assertEqual(self.config(False, 500, forced="row_split"), "large")
+        self.assertEqual(self.config(True, 500, True, "row_split"), "split")
         with self.assertRaisesRegex(RuntimeError, "forced must be auto"):
             self.config(True, 500, forced="huge")
         with self.assertRaisesRegex(RuntimeError, "rows_per_group must be"):
             self.config(True, -1)
+
+
+class TestSm90RowSplit(TestCase):
+    """How a row split call (OVERLAP_OPS_SM90_TILE=row_split) divides a
+    group's rows between large_solo and wide (split_group_rows in
+    GroupedMMTilePlacement.h, applied by the filling kernel), checked on
+    the CPU through a private op."""
+
+    @needs_extension
+    def test_a_last_tile_of_at_most_64_rows_goes_to_wide(self):
+        split = torch.ops.overlap_ops._sm90_row_split
+        expected = {0: [0, 0], 1: [0, 1], 64: [0, 64], 65: [65, 0],
+                    127: [127, 0], 128: [128, 0], 129: [128, 1],
+                    192: [128, 64], 193: [193, 0], 300: [256, 44],
+                    341: [341, 0], 4096: [4096, 0]}
+        for m, rows in expected.items():
+            self.assertEqual(split(m), rows, m)
+        for m in range(0, 1200, 7):
+            solo, wide = split(m)
+            self.assertEqual(solo + wide, m)
+            self.assertLessEqual(wide, 64)
+            self.assertTrue(wide == 0 or solo % 128 == 0, m)
+        with self.assertRaisesRegex(RuntimeError, "m must be >= 0"):
+            split(-1)
 
 
 class TestSm90SplitPlacement(TestCase):
@@ -978,6 +1007,51 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                              for name in names), 2, names)
 
 
+class TestSm90RowSplitCUDA(HopperTestCase):
+    """OVERLAP_OPS_SM90_TILE=row_split: each group's whole 128-row tiles
+    on large_solo and a last tile of at most 64 rows on wide, two launches
+    over the same output. Every remainder class (none, 1-64, 65-127, a
+    group under 64 rows), empty groups, more than 1024 groups, a bias and
+    float32 output, checked against float64 per group."""
+
+    def _forced(self):
+        return unittest.mock.patch.dict(
+            os.environ, {"OVERLAP_OPS_SM90_TILE": "row_split",
+                         _BACKEND_ENV: "sm90"})
+
+    @dtypes(torch.bfloat16, torch.float16)
+    def test_matches_reference(self, device, dtype):
+        for sizes in ([300, 0, 129, 1, 640, 64, 65, 192, 128, 0],
+                      [(i * 37) % 200 for i in range(1100)]):
+            offs = make_offsets(sizes, device)
+            for out_dtype in (None, torch.float32):
+                a = _randn(sum(sizes) + 3, 72, device=device, dtype=dtype)
+                b = _randn(len(sizes), 72, 256, device=device, dtype=dtype,
+                           transposed=True)
+                bias = _randn(len(sizes), 256, device=device, dtype=dtype)
+                with self._forced():
+                    self._run_and_check(a, b, offs, bias, out_dtype)
+                    names = [name for name, _ in launched_kernels(
+                        lambda: _grouped_mm(a, b, offs, bias, out_dtype))]
+                # Two GEMMs: wide's and large_solo's.
+                self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
+                                     for name in names), 2, names)
+
+    def test_other_layouts_keep_the_heuristic(self, device):
+        # 2d x 2d groups along K: row_split does not apply; one GEMM.
+        sizes = [40, 0, 130, 7]
+        offs = make_offsets(sizes, device)
+        a = _randn(96, sum(sizes), device=device, dtype=torch.bfloat16,
+                   transposed=True)
+        b = _randn(sum(sizes), 128, device=device, dtype=torch.bfloat16)
+        with self._forced():
+            self._run_and_check(a, b, offs)
+            names = [name for name, _ in launched_kernels(
+                lambda: _grouped_mm(a, b, offs))]
+        self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
+                             for name in names), 1, names)
+
+
 class TestSm90Tf32ShortK(HopperTestCase):
     """The Hopper TF32 kernels with half the configs' K extent (as many
     bytes per mainloop stage as 16-bit; the default, pinned here with
@@ -1029,6 +1103,8 @@ instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestSm90SingleKernelTiles, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90RowSplitCUDA, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ for stage in "$@"; do
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
       # wide is built for 16-bit only: float32 tests keep the heuristic.
-      for tile in small medium large split large_solo wide; do
+      for tile in small medium large split large_solo wide row_split; do
         echo "-- OVERLAP_OPS_SM90_TILE=$tile"
         OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm_cuda.py \
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
@@ -135,7 +135,7 @@ for stage in "$@"; do
       # A third field (short or long) sets OVERLAP_OPS_SM90_TF32_K_TILE and
       # allows TF32 for the float32 tests.
       for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
-          auto:large auto:split auto:large_solo auto:wide sm90:auto:short \
+          auto:large auto:split auto:large_solo auto:wide auto:row_split sm90:auto:short \
           sm90:auto:long sm80:auto generic:auto}; do
         IFS=: read -r backend tile k_tile <<< "$backend_tile"
         echo "-- memcheck backend=$backend tile=$tile ${k_tile:+K tile $k_tile}"

@@ -1,6 +1,6 @@
-// Registers a private overlap_ops op that exposes the Hopper split-tile
-// placement (aten/src/ATen/native/cuda/GroupedMMTilePlacement.h) to the CPU
-// tests. This file only routes to aten/; the placement lives there.
+// Registers private overlap_ops ops that expose the Hopper split-tile
+// placement and the row split (aten/src/ATen/native/cuda/
+// GroupedMMTilePlacement.h) to the CPU tests. This file only routes to aten/; the placement lives there.
 
 #include <ATen/native/cuda/GroupedMMTilePlacement.h>
 
@@ -49,6 +49,14 @@ std::vector<std::string> sm90_split_placement(
   return names;
 }
 
+// [rows on large_solo, rows on wide] for a group of m rows of a row split
+// call (OVERLAP_OPS_SM90_TILE=row_split).
+std::vector<int64_t> sm90_row_split(int64_t m) {
+  TORCH_CHECK(m >= 0, "m must be >= 0, got ", m);
+  const auto rows = at::native::grouped_mm::sm90::split_group_rows(m);
+  return {rows.solo_rows, rows.wide_rows};
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
@@ -56,4 +64,5 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_sm90_split_placement(int[] group_rows, int n, int sm_limit, "
         "int? min_odd_tiles=None) -> str[]",
         &overlap_ops::sm90_split_placement);
+  m.def("_sm90_row_split(int m) -> int[]", &overlap_ops::sm90_row_split);
 }

@@ -83,6 +83,10 @@ struct WideTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
+// The row split (split_group_rows) divides groups with these tile heights.
+static_assert(cute::size<0>(WideTileConfig::TileShape{}) == kWideTileRows &&
+              cute::size<0>(LargeSoloTileConfig::TileShape{}) == kRowTile);
+
 struct SmallTileConfig {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
@@ -193,6 +197,10 @@ struct DeviceArguments {
   typename G::StrideD* stride_d;
   // The group's bias row (nullptr without a bias: no array then).
   const float** bias = nullptr;
+  // kRowSplit: the large kernel's A and D (its rows start where the
+  // group's do; the other kernel's after them). nullptr otherwise.
+  const typename G::ElementIn** large_a = nullptr;
+  typename G::ElementOut** large_d = nullptr;
 };
 
 // Stores one group's problem in the pointer-array kernel's format; run by
@@ -209,6 +217,10 @@ struct Sm90ArgumentWriter {
   int64_t sm_limit = 0;       // the persistent grids' CTA count
   const float* bias = nullptr;  // (G, N) float32, or nullptr
   int64_t bias_row_stride = 0;  // N
+  // kRowSplit only (out.large_a set): elements between consecutive rows
+  // of A and of D, to start the wide kernel's rows after the large one's.
+  int64_t a_row_step = 0;
+  int64_t d_row_step = 0;
   // Set by prepare() (kSplit): which kernel each group may run on.
   SplitPlacement placement = SplitPlacement::kBySize;
 
@@ -221,8 +233,8 @@ struct Sm90ArgumentWriter {
   // address cost microseconds.
   template <typename OffsT>
   __device__ void prepare(const Geometry& geo, const OffsT* offs) {
-    if (out.large_shapes == nullptr) {
-      return;
+    if (out.large_shapes == nullptr || out.large_a != nullptr) {
+      return;  // one kernel, or the row split (placed row by row)
     }
     constexpr int kWarps = kFillThreads / 32;
     __shared__ unsigned long long warp_ctas[kWarps][2];  // medium, large
@@ -256,16 +268,25 @@ struct Sm90ArgumentWriter {
     const int m = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
     const int n = static_cast<int>(p.n);
     const int k = static_cast<int>(p.k);
+    out.a[g] = a + p.a_offset;
+    out.d[g] = d + p.d_offset;
     if (out.large_shapes == nullptr) {
       out.shapes[g] = cute::make_shape(m, n, k);
+    } else if (out.large_a != nullptr) {
+      const RowSplit rows = split_group_rows(m);
+      out.shapes[g] = cute::make_shape(static_cast<int>(rows.wide_rows), n, k);
+      out.large_shapes[g] =
+          cute::make_shape(static_cast<int>(rows.solo_rows), n, k);
+      out.large_a[g] = out.a[g];
+      out.large_d[g] = out.d[g];
+      out.a[g] += rows.solo_rows * a_row_step;
+      out.d[g] += rows.solo_rows * d_row_step;
     } else {
       const bool large = runs_on_large_kernel(m, min_odd_tiles, placement);
       out.shapes[g] = cute::make_shape(large ? 0 : m, n, k);
       out.large_shapes[g] = cute::make_shape(large ? m : 0, n, k);
     }
-    out.a[g] = a + p.a_offset;
     out.b[g] = b + p.b_offset;
-    out.d[g] = d + p.d_offset;
     if (out.bias != nullptr) {
       out.bias[g] = bias + g * bias_row_stride;
     }
@@ -320,9 +341,11 @@ struct CallStorage {
 
 template <typename G>
 CallStorage<G> carve_call_storage(
-    Tensor& storage, int64_t groups, bool split, bool bias,
+    Tensor& storage, int64_t groups, bool split, bool row_split, bool bias,
     int64_t workspace_bytes, int64_t large_workspace_bytes) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
+  const int64_t row_split_array =
+      row_split ? align_up(groups * int64_t(sizeof(void*))) : 0;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
       split ? align_up(groups * int64_t(sizeof(Shape))) : 0,
@@ -334,7 +357,9 @@ CallStorage<G> carve_call_storage(
       align_up(groups * int64_t(sizeof(typename G::StrideD))),
       bias ? align_up(groups * int64_t(sizeof(float*))) : 0,
       align_up(workspace_bytes),
-      split ? align_up(large_workspace_bytes) : 0};
+      split ? align_up(large_workspace_bytes) : 0,
+      row_split_array,
+      row_split_array};
   int64_t total = 0;
   for (int64_t s : sizes) {
     total += s;
@@ -364,6 +389,12 @@ CallStorage<G> carve_call_storage(
   call.workspace = p;
   p += sizes[9];
   call.large_workspace = split ? p : nullptr;
+  p += sizes[10];
+  args.large_a =
+      row_split ? reinterpret_cast<const typename G::ElementIn**>(p) : nullptr;
+  p += sizes[11];
+  args.large_d =
+      row_split ? reinterpret_cast<typename G::ElementOut**>(p) : nullptr;
   return call;
 }
 
@@ -440,7 +471,9 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
 
 // Fills the per-group arguments from the offsets, then launches G (or, with
 // GLarge, G for the groups the placement leaves to it and GLarge for the
-// rest: both read the same pointers and strides). Every kernel is checked
+// rest: both read the same pointers and strides; or, for kRowSplit, G for
+// each group's last partial tile and GLarge for its whole tiles, through
+// their own A and D pointers). Every kernel is checked
 // by can_implement before anything is launched, so a refusal leaves the
 // output untouched (an initialize or update failure, after the filling
 // kernel's launch, does not).
@@ -462,9 +495,10 @@ const char* run_grouped_gemm(
   const float* fused_bias = args.bias.defined() && choice.bias_in_epilogue
       ? args.bias.const_data_ptr<float>()
       : nullptr;
+  const bool row_split = kSplit && choice.config == TileConfig::kRowSplit;
   Tensor storage;
   const CallStorage<G> call = carve_call_storage<G>(
-      storage, args.geo.num_groups, kSplit, fused_bias != nullptr,
+      storage, args.geo.num_groups, kSplit, row_split, fused_bias != nullptr,
       gemm_workspace_bytes<G>(args),
       kSplit ? gemm_workspace_bytes<Large>(args) : 0);
   const DeviceArguments<G>& dev = call.dev;
@@ -476,8 +510,9 @@ const char* run_grouped_gemm(
   CheckedGemm<Large> large;
   if constexpr (kSplit) {
     const DeviceArguments<Large> large_dev{
-        dev.large_shapes, nullptr,      dev.a,        dev.b,       dev.d,
-        dev.stride_a,     dev.stride_b, dev.stride_d, dev.bias};
+        dev.large_shapes, nullptr, row_split ? dev.large_a : dev.a, dev.b,
+        row_split ? dev.large_d : dev.d, dev.stride_a, dev.stride_b,
+        dev.stride_d, dev.bias};
     if (const char* error = check_gemm<Large>(
             args, large_dev, dev.large_shapes, call.large_workspace, large)) {
       return error;
@@ -502,8 +537,8 @@ const char* run_grouped_gemm(
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
   const Sm90ArgumentWriter<G> writer{
-      a,          b,         d, ld, dev, choice.min_odd_tiles, args.sm_limit,
-      fused_bias, args.geo.n};
+      a,          b,          d, ld, dev, choice.min_odd_tiles, args.sm_limit,
+      fused_bias, args.geo.n, args.geo.a.row, args.geo.d.row};
   // The epilogue adds the bias; the fill writes it into k = 0 groups.
   if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue)) {
     return "launching the argument-filling kernel failed";
@@ -557,6 +592,19 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
             args, ld, choice);
       } else {
         return "OVERLAP_OPS_SM90_TILE=wide is built for 16-bit inputs only";
+      }
+    case TileConfig::kRowSplit:
+      // The wide kernel takes each group's last partial tile, large_solo
+      // the rest; 16-bit only, as wide.
+      if constexpr (!std::is_same_v<In, float>) {
+        return run_grouped_gemm<
+            GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                        KTile<WideTileConfig>>,
+            GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                        KTile<LargeSoloTileConfig>>>(args, ld, choice);
+      } else {
+        return "OVERLAP_OPS_SM90_TILE=row_split is built for 16-bit inputs "
+               "only";
       }
     default:
       return run_grouped_gemm<Large>(args, ld, choice);

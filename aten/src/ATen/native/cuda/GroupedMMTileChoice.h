@@ -41,13 +41,22 @@ namespace at::native::grouped_mm::sm90 {
 // without clusters. Half the rows of large_solo's tile, so a group's last
 // tile pads at most 63 rows, and two consumer warpgroups that overlap one
 // tile's epilogue with the other's mainloop.
-enum class TileConfig { kSmall, kMedium, kLarge, kSplit, kLargeSolo, kWide };
+// kRowSplit (an experiment, 16-bit row-grouped calls only,
+// OVERLAP_OPS_SM90_TILE=row_split): large_solo and wide in one call, each
+// group's rows divided between them by the fill (split_group_rows in
+// GroupedMMTilePlacement.h): its full 128-row tiles on large_solo, a last
+// partial tile of at most 64 rows on wide. A group then pads at most 63
+// rows, as with wide, while most of its rows keep large_solo's tiles,
+// which load each weight tile once per 128 rows (results/NOTES.md).
+enum class TileConfig {
+  kSmall, kMedium, kLarge, kSplit, kLargeSolo, kWide, kRowSplit
+};
 
 // Each config's name for OVERLAP_OPS_SM90_TILE, in the enum's order.
-constexpr std::array<std::string_view, 6> kTileConfigNames = {
-    "small", "medium", "large", "split", "large_solo", "wide"};
+constexpr std::array<std::string_view, 7> kTileConfigNames = {
+    "small", "medium", "large", "split", "large_solo", "wide", "row_split"};
 static_assert(kTileConfigNames.size() ==
-              static_cast<size_t>(TileConfig::kWide) + 1);
+              static_cast<size_t>(TileConfig::kRowSplit) + 1);
 
 constexpr std::string_view tile_config_name(TileConfig config) {
   return kTileConfigNames[static_cast<size_t>(config)];
@@ -113,13 +122,15 @@ inline TileConfig default_tile_config(const TileQuery& q) {
 
 // A config pinned for a tuning run (OVERLAP_OPS_SM90_TILE), where it
 // applies: split to row-grouped calls only, wide (built for 16-bit only)
-// to 16-bit calls only. Elsewhere nullopt: the heuristic decides.
+// to 16-bit calls only, row_split to both. Elsewhere nullopt: the
+// heuristic decides.
 inline std::optional<TileConfig> forced_tile_config(TileConfig requested,
                                                     const TileQuery& q) {
-  if (requested == TileConfig::kSplit && !q.row_grouped) {
-    return std::nullopt;
-  }
-  if (requested == TileConfig::kWide && q.tf32) {
+  const bool row_grouped_only =
+      requested == TileConfig::kSplit || requested == TileConfig::kRowSplit;
+  const bool sixteen_bit_only =
+      requested == TileConfig::kWide || requested == TileConfig::kRowSplit;
+  if ((row_grouped_only && !q.row_grouped) || (sixteen_bit_only && q.tf32)) {
     return std::nullopt;
   }
   return requested;

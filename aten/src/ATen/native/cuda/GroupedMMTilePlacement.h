@@ -20,6 +20,28 @@ constexpr int64_t kMediumTileCols = 128;
 constexpr int64_t kLargeTileCols = 256;
 constexpr int64_t kLargeClusterRowTiles = 2;
 
+// Rows of the wide tile (TileConfig::kWide; static_assert in
+// GroupedMMSm90.cuh).
+constexpr int64_t kWideTileRows = 64;
+
+// A row split call (TileConfig::kRowSplit): a group's rows on large_solo
+// (its first solo_rows, whole 128-row tiles) and on wide (the wide_rows
+// after them, one partial tile). Only a last tile of at most 64 rows goes
+// to wide: one of 65-127 rows pads as much in a 128-row tile as in two
+// 64-row ones, and large_solo runs it at its better efficiency.
+struct RowSplit {
+  int64_t solo_rows;
+  int64_t wide_rows;
+};
+
+C10_HOST_DEVICE constexpr RowSplit split_group_rows(int64_t m) {
+  const int64_t last = m > 0 ? m % kRowTile : 0;
+  if (last == 0 || last > kWideTileRows) {
+    return {m > 0 ? m : 0, 0};
+  }
+  return {m - last, last};
+}
+
 // Odd 128-row tile counts from which a group still takes the large tile by
 // default (the padding then costs at most 1/8 of its work; 4 and 16 measured
 // the same within noise, results/NOTES.md).
