@@ -1014,10 +1014,15 @@ class TestSm90RowSplitCUDA(HopperTestCase):
     group under 64 rows), empty groups, more than 1024 groups, a bias and
     float32 output, checked against float64 per group."""
 
-    def _forced(self):
+    def _forced(self, tile="row_split"):
         return unittest.mock.patch.dict(
-            os.environ, {"OVERLAP_OPS_SM90_TILE": "row_split",
+            os.environ, {"OVERLAP_OPS_SM90_TILE": tile,
                          _BACKEND_ENV: "sm90"})
+
+    def _gemm_kernels(self, call, tile):
+        with self._forced(tile):
+            names = {name for name, _ in launched_kernels(call)}
+        return {name for name in names if _FAMILY_KERNELS["sm90"] in name}
 
     @dtypes(torch.bfloat16, torch.float16)
     def test_matches_reference(self, device, dtype):
@@ -1031,11 +1036,43 @@ class TestSm90RowSplitCUDA(HopperTestCase):
                 bias = _randn(len(sizes), 256, device=device, dtype=dtype)
                 with self._forced():
                     self._run_and_check(a, b, offs, bias, out_dtype)
-                    names = [name for name, _ in launched_kernels(
-                        lambda: _grouped_mm(a, b, offs, bias, out_dtype))]
-                # Two GEMMs: wide's and large_solo's.
-                self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
-                                     for name in names), 2, names)
+
+                def call():
+                    return _grouped_mm(a, b, offs, bias, out_dtype)
+
+                # Exactly wide's kernel and large_solo's.
+                self.assertEqual(
+                    self._gemm_kernels(call, "row_split"),
+                    self._gemm_kernels(call, "wide")
+                    | self._gemm_kernels(call, "large_solo"), sizes)
+
+    def test_operand_layouts(self, device):
+        # B row-major (N contiguous), A transposed (copied row-major first),
+        # and A rows padded past K (a row step that is not K: the wide
+        # kernel's rows start solo_rows row steps into the group).
+        sizes = [300, 0, 129, 1, 640, 64, 65, 192]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        dtype = torch.bfloat16
+        operands = {
+            "b_row_major": (_randn(total, 72, device=device, dtype=dtype),
+                            _randn(len(sizes), 72, 256, device=device,
+                                   dtype=dtype)),
+            "a_transposed": (_randn(total, 72, device=device, dtype=dtype,
+                                    transposed=True),
+                             _randn(len(sizes), 72, 256, device=device,
+                                    dtype=dtype, transposed=True)),
+            "a_rows_padded": (_randn(total, 80, device=device,
+                                     dtype=dtype)[:, :72],
+                              _randn(len(sizes), 72, 256, device=device,
+                                     dtype=dtype, transposed=True)),
+        }
+        for name, (a, b) in operands.items():
+            with self._forced():
+                self._run_and_check(a, b, offs)
+            self.assertEqual(
+                len(self._gemm_kernels(lambda: _grouped_mm(a, b, offs),
+                                       "row_split")), 2, name)
 
     def test_other_layouts_keep_the_heuristic(self, device):
         # 2d x 2d groups along K: row_split does not apply; one GEMM.

@@ -95,9 +95,9 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
   return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
-// OVERLAP_OPS_SM90_TILE=small|medium|large|split|large_solo|wide pins the
-// tile config for tuning runs (tools/gpu_session.sh benchtiles) where it
-// applies (forced_tile_config); unset or auto uses the heuristic.
+// OVERLAP_OPS_SM90_TILE=small|medium|large|split|large_solo|wide|row_split
+// pins the tile config for tuning runs (tools/gpu_session.sh benchtiles)
+// where it applies (forced_tile_config); unset or auto uses the heuristic.
 std::optional<sm90::TileConfig> requested_tile_config() {
   const size_t choice =
       env_choice("OVERLAP_OPS_SM90_TILE", sm90::kTileConfigNames);

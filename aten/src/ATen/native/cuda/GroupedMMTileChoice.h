@@ -122,8 +122,8 @@ inline TileConfig default_tile_config(const TileQuery& q) {
 
 // A config pinned for a tuning run (OVERLAP_OPS_SM90_TILE), where it
 // applies: split to row-grouped calls only, wide (built for 16-bit only)
-// to 16-bit calls only, row_split to both. Elsewhere nullopt: the
-// heuristic decides.
+// to 16-bit calls only, row_split to 16-bit row-grouped calls only.
+// Elsewhere nullopt: the heuristic decides.
 inline std::optional<TileConfig> forced_tile_config(TileConfig requested,
                                                     const TileQuery& q) {
   const bool row_grouped_only =
