@@ -502,6 +502,15 @@ class TestReport(TestCase):
             self.assertFalse((Path(tmp) / report.PNG_NAME).exists())
 
 
+def _tiny_suite(folder: str, dists: tuple[str, ...] = ("balanced",)) -> Path:
+    """A one-case suite file (M 40, K 16, N 8, E 4) in folder."""
+    suite = Path(folder) / "suite.json"
+    suite.write_text(json.dumps({
+        "about": "tiny", "dists": {dist: "" for dist in dists},
+        "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8, "E": 4}]}))
+    return suite
+
+
 @unittest.skipIf(not HAS_EXTENSION, "the benchmark times overlap_ops "
                  "against stock torch._grouped_mm (extension mode only)")
 class TestBenchLoop(TestCase):
@@ -530,11 +539,7 @@ class TestBenchLoop(TestCase):
 
     def test_loop_writes_json_md_png_and_summary(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            suite = Path(tmp) / "suite.json"
-            suite.write_text(json.dumps({
-                "about": "tiny", "dists": {"balanced": "", "sparse": ""},
-                "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8,
-                           "E": 4}]}))
+            suite = _tiny_suite(tmp, ("balanced", "sparse"))
             out = Path(tmp) / "out"
             stdout, stderr = io.StringIO(), io.StringIO()
             status = self._main_faked(
@@ -561,11 +566,7 @@ class TestBenchLoop(TestCase):
 
     def test_loop_with_a_variant_reports_it_against_stock(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            suite = Path(tmp) / "suite.json"
-            suite.write_text(json.dumps({
-                "about": "tiny", "dists": {"balanced": ""},
-                "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8,
-                           "E": 4}]}))
+            suite = _tiny_suite(tmp)
             out = Path(tmp) / "out"
             # ours 20 us, ours@half 10 us, stock 16 us (per the fake timer)
             us = {"ours": 20.0, "ours@half": 10.0, "stock": 16.0}
@@ -594,11 +595,7 @@ class TestBenchLoop(TestCase):
         # in the same rounds, their order reversed every other round; each
         # row keeps its own columns, check and ratios.
         with tempfile.TemporaryDirectory() as tmp:
-            suite = Path(tmp) / "suite.json"
-            suite.write_text(json.dumps({
-                "about": "tiny", "dists": {"balanced": ""},
-                "cases": [{"name": "tiny", "M": 40, "K": 16, "N": 8,
-                           "E": 4}]}))
+            suite = _tiny_suite(tmp)
             out = Path(tmp) / "out"
             seen: list[torch.dtype] = []
 
