@@ -73,6 +73,13 @@ _FAMILY_KERNELS = {
     "sm90": "MainloopSm90ArrayTmaGmmaWarpSpecialized",
     "generic": "generic_grouped_mm_kernel",
 }
+
+
+def _sm90_gemm_names(names):
+    """The Hopper GEMM kernels among launched kernel names, repeats kept."""
+    return [name for name in names if _FAMILY_KERNELS["sm90"] in name]
+
+
 # The one argument-filling kernel, with each tensor-core path's writer.
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
@@ -801,8 +808,7 @@ class TestTf32PaddedK(HopperTestCase):
             # this skips, after the kernels above ran under memcheck.
             names = [name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs, bias_t))]
-        self.assertTrue(any(_FAMILY_KERNELS["sm90"] in name
-                            for name in names), names)
+        self.assertTrue(_sm90_gemm_names(names), names)
         self.assertTrue(any("relayout_kernel" in name for name in names),
                         names)
 
@@ -908,8 +914,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                 self._run_and_check(a, b, offs)
                 names = [name for name, _ in launched_kernels(
                     lambda: _grouped_mm(a, b, offs))]
-            self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
-                                 for name in names), launches,
+            self.assertEqual(len(_sm90_gemm_names(names)), launches,
                              (dtype, names))
 
     def test_default_16_bit_tile_follows_mean_group_size(self, device):
@@ -921,7 +926,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
             with unittest.mock.patch.dict(os.environ, env):
                 names = {name for name, _ in launched_kernels(
                     lambda: _grouped_mm(a, b, offs))}
-            return {name for name in names if _FAMILY_KERNELS["sm90"] in name}
+            return set(_sm90_gemm_names(names))
 
         for sizes, expected in [([100, 0, 129, 64, 120], "wide"),
                                 ([300, 0, 129, 64, 640], "large_solo")]:
@@ -962,8 +967,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                 names = [name for name, _ in
                          launched_kernels(lambda: _grouped_mm(a, b, offs))]
             # One GEMM launch: not the split's two (medium, large).
-            self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
-                                 for name in names), 1, names)
+            self.assertEqual(len(_sm90_gemm_names(names)), 1, names)
             if layout == "3d_3d":
                 break
 
@@ -986,8 +990,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                 self._run_and_check(a, b, offs, bias, out_dtype)
                 names = [name for name, _ in launched_kernels(
                     lambda: _grouped_mm(a, b, offs, bias, out_dtype))]
-            self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
-                                 for name in names), 1, (dtype, names))
+            self.assertEqual(len(_sm90_gemm_names(names)), 1, (dtype, names))
 
     def test_wide_leaves_float32_to_the_heuristic(self, device):
         # wide is built for 16-bit only: TF32 calls keep their default
@@ -1003,8 +1006,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
             self._run_and_check(a, b, offs)
             names = [name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs))]
-        self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
-                             for name in names), 2, names)
+        self.assertEqual(len(_sm90_gemm_names(names)), 2, names)
 
 
 class TestSm90RowSplitCUDA(HopperTestCase):
@@ -1022,7 +1024,7 @@ class TestSm90RowSplitCUDA(HopperTestCase):
     def _gemm_kernels(self, call, tile):
         with self._forced(tile):
             names = {name for name, _ in launched_kernels(call)}
-        return {name for name in names if _FAMILY_KERNELS["sm90"] in name}
+        return set(_sm90_gemm_names(names))
 
     @dtypes(torch.bfloat16, torch.float16)
     def test_matches_reference(self, device, dtype):
@@ -1085,8 +1087,7 @@ class TestSm90RowSplitCUDA(HopperTestCase):
             self._run_and_check(a, b, offs)
             names = [name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs))]
-        self.assertEqual(sum(_FAMILY_KERNELS["sm90"] in name
-                             for name in names), 1, names)
+        self.assertEqual(len(_sm90_gemm_names(names)), 1, names)
 
 
 class TestSm90Tf32ShortK(HopperTestCase):
@@ -1115,8 +1116,7 @@ class TestSm90Tf32ShortK(HopperTestCase):
         def gemm_names():
             names = [name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs, bias))]
-            gemms = {name for name in names
-                     if _FAMILY_KERNELS["sm90"] in name}
+            gemms = set(_sm90_gemm_names(names))
             self.assertTrue(gemms, names)
             return gemms
 
