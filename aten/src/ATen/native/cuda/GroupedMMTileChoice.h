@@ -34,8 +34,9 @@ namespace at::native::grouped_mm::sm90 {
 // number of 128-row tiles, at the cost of each CTA loading its own weight
 // tile (no multicast). One kernel for every group, no split. It beat the
 // split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
-// geometric mean, results/tiles/2026-11-30j); kSplit stays TF32's default
-// (large_solo was slower there) and is opt-in for 16-bit.
+// geometric mean, results/tiles/2026-11-30j), and on TF32 once the short
+// K tile gave it four stages: dgrad 0.95, fwd 1.00 of the split's time over
+// the 27 rows past 32 rows per group (results/tf32/2026-11-30l-solo).
 // kWide (16-bit row-grouped calls with small groups, see
 // default_tile_config; float32 calls never run it): 64x256 pingpong tiles
 // without clusters. Half the rows of large_solo's tile, so a group's last
@@ -110,11 +111,9 @@ inline TileConfig default_tile_config(const TileQuery& q) {
     return TileConfig::kSmall;
   }
   if (q.row_grouped) {
-    if (q.tf32) {
-      return TileConfig::kSplit;
-    }
-    return q.rows_per_group <= kWideTileMaxRows ? TileConfig::kWide
-                                                : TileConfig::kLargeSolo;
+    return !q.tf32 && q.rows_per_group <= kWideTileMaxRows
+        ? TileConfig::kWide
+        : TileConfig::kLargeSolo;
   }
   return q.rows_per_group <= kMediumTileMaxRows ? TileConfig::kMedium
                                                 : TileConfig::kLarge;
