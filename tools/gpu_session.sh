@@ -4,13 +4,20 @@
 #   tools/gpu_session.sh build test bench sanitize moe kernels ...
 # testsm80 / benchsm80 run the tests / benchmark with the SM80 path forced.
 # Results go to $OUT/session.tgz (the device tool returns at most 8 files),
-# or to results/tmp when OUT is unset.
+# or to results/tmp when OUT is unset. A second invocation in the same
+# command writes session-2.tgz, and so on, so it never overwrites the
+# first one's results.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-results/tmp}
 OUT=$(mktemp -d /tmp/gpu_session.XXXXXX)
 mkdir -p "$FINAL" "$OUT/carveout" "$OUT/overlap" "$OUT/moe"
-trap 'tar czf "$FINAL/session.tgz" -C "$OUT" .' EXIT
+TARBALL=$FINAL/session.tgz
+n=1
+while [[ -e $TARBALL ]]; do
+  TARBALL=$FINAL/session-$((++n)).tgz
+done
+trap 'tar czf "$TARBALL" -C "$OUT" .' EXIT
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 # Room for the SM80 kernels JIT-compiled from PTX on Hopper (testsm80,
 # benchsm80), so later stages and processes reuse them.
@@ -54,7 +61,7 @@ profile_rows() {
 for stage in "$@"; do
   # Pack what is done so far: if the device tool stops the command at its
   # time limit, the finished stages still come back.
-  tar czf "$FINAL/session.tgz" -C "$OUT" .
+  tar czf "$TARBALL" -C "$OUT" .
   echo "==> $stage ($SECONDS s)"
   case "$stage" in
     build)
