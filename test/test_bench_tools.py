@@ -102,14 +102,14 @@ class TestBenchArgs(TestCase):
     def test_variants(self) -> None:
         args = bench._parse_args([
             "--variant", "medium:OVERLAP_OPS_SM90_TILE=medium",
-            "--variant", "split:OVERLAP_OPS_SM90_TILE=split,"
-            "OVERLAP_OPS_SM90_SPLIT_ODD_TILES=5"])
+            "--variant", "solo:OVERLAP_OPS_SM90_TILE=large_solo,"
+            "OVERLAP_OPS_SM90_TF32_K_TILE=long"])
         self.assertEqual(args.variant, [
             ("medium", {"OVERLAP_OPS_SM90_TILE": "medium"}),
-            ("split", {"OVERLAP_OPS_SM90_TILE": "split",
-                       "OVERLAP_OPS_SM90_SPLIT_ODD_TILES": "5"})])
+            ("solo", {"OVERLAP_OPS_SM90_TILE": "large_solo",
+                      "OVERLAP_OPS_SM90_TF32_K_TILE": "long"})])
         self.assertEqual(list(bench._callables(False, args.variant)),
-                         ["ours", "stock", "ours@medium", "ours@split"])
+                         ["ours", "stock", "ours@medium", "ours@solo"])
         for bad in ("nolabel", "x:", "x:NOVALUE", "a b:X=1"):
             self.assertTrue(_parse_fails(["--variant", bad]), bad)
         self.assertTrue(_parse_fails(["--variant", "v:A=1",

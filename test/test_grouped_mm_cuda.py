@@ -517,7 +517,7 @@ class TestSm90TileConfig(TestCase):
         for name, (rows_per_group, config) in rows.items():
             self.assertEqual(self.config(True, rows_per_group), config, name)
         # TF32 and the other layouts never take it by default.
-        self.assertEqual(self.config(True, 96, True), "split")
+        self.assertEqual(self.config(True, 96, True), "large_solo")
         self.assertEqual(self.config(False, 96), "medium")
 
     @needs_extension
@@ -534,110 +534,17 @@ class TestSm90TileConfig(TestCase):
             for row_grouped in (False, True):
                 self.assertEqual(self.config(row_grouped, 500, True, name),
                                  name)
-        # split: row-grouped calls only; wide: 16-bit only. Elsewhere the
-        # heuristic.
-        self.assertEqual(self.config(True, 500, forced="split"), "split")
-        self.assertEqual(self.config(False, 500, forced="split"), "large")
+        # wide: 16-bit only. Elsewhere the heuristic.
         self.assertEqual(self.config(True, 500, forced="wide"), "wide")
-        self.assertEqual(self.config(True, 500, True, "wide"), "split")
-        # row_split: 16-bit row-grouped calls only.
-        self.assertEqual(self.config(True, 500, forced="row_split"),
-                         "row_split")
-        self.assertEqual(self.config(False, 500, forced="row_split"), "large")
-        self.assertEqual(self.config(True, 500, True, "row_split"), "split")
-        with self.assertRaisesRegex(RuntimeError, "forced must be auto"):
-            self.config(True, 500, forced="huge")
+        self.assertEqual(self.config(False, 500, forced="wide"), "wide")
+        self.assertEqual(self.config(True, 500, True, "wide"), "large_solo")
+        self.assertEqual(self.config(False, 500, True, "wide"), "large")
+        # The retired split and row_split are unknown names now.
+        for name in ("huge", "split", "row_split"):
+            with self.assertRaisesRegex(RuntimeError, "forced must be auto"):
+                self.config(True, 500, forced=name)
         with self.assertRaisesRegex(RuntimeError, "rows_per_group must be"):
             self.config(True, -1)
-
-
-class TestSm90RowSplit(TestCase):
-    """How a row split call (OVERLAP_OPS_SM90_TILE=row_split) divides a
-    group's rows between large_solo and wide (split_group_rows in
-    GroupedMMTilePlacement.h, applied by the filling kernel), checked on
-    the CPU through a private op."""
-
-    @needs_extension
-    def test_a_last_tile_of_at_most_64_rows_goes_to_wide(self):
-        split = torch.ops.overlap_ops._sm90_row_split
-        expected = {0: [0, 0], 1: [0, 1], 64: [0, 64], 65: [65, 0],
-                    127: [127, 0], 128: [128, 0], 129: [128, 1],
-                    192: [128, 64], 193: [193, 0], 300: [256, 44],
-                    341: [341, 0], 4096: [4096, 0]}
-        for m, rows in expected.items():
-            self.assertEqual(split(m), rows, m)
-        for m in range(0, 1200, 7):
-            solo, wide = split(m)
-            self.assertEqual(solo + wide, m)
-            self.assertLessEqual(wide, 64)
-            self.assertTrue(wide == 0 or solo % 128 == 0, m)
-        with self.assertRaisesRegex(RuntimeError, "m must be >= 0"):
-            split(-1)
-
-
-class TestSm90SplitPlacement(TestCase):
-    """Which Hopper kernel runs each group of a split call
-    (GroupedMMTilePlacement.h, applied on the device by the filling
-    kernel), checked on the CPU through a private op. Group sizes are the
-    suite's (bench/moe_shapes.json) where the H200 A/B decided the rule."""
-
-    _H200_SMS = 132
-
-    def place(self, rows, n, sm_limit=_H200_SMS, min_odd_tiles=None):
-        return torch.ops.overlap_ops._sm90_split_placement(
-            rows, n, sm_limit, min_odd_tiles)
-
-    @needs_extension
-    def test_even_tile_counts_take_the_large_tile(self):
-        # grin_moe sparse: 170 rows = 2 tiles, no cluster padding.
-        self.assertEqual(self.place([170] * 6 + [0, 0], 6400),
-                         ["large"] * 6 + ["none"] * 2)
-        # gpt_oss_120b_w13 balanced: 256 rows.
-        self.assertEqual(set(self.place([256] * 128, 5760)), {"large"})
-
-    @needs_extension
-    def test_small_odd_tile_counts_take_the_medium_tile(self):
-        # gpt_oss_120b_w13 sparse: 341 rows = 3 tiles, padded to 4 by the
-        # large kernel's cluster.
-        self.assertEqual(set(self.place([341] * 96, 5760)), {"medium"})
-        # grin_moe balanced: 128 rows = 1 tile.
-        self.assertEqual(set(self.place([128] * 8, 6400)), {"medium"})
-
-    @needs_extension
-    def test_large_odd_tile_counts_take_the_large_tile(self):
-        # 7 tiles stay medium, 9 go large (default threshold 8), each with
-        # more than a wave of CTAs of both kinds beside it.
-        rows = [7 * 128] * 20 + [9 * 128] * 20
-        self.assertEqual(self.place(rows, 4096),
-                         ["medium"] * 20 + ["large"] * 20)
-        self.assertEqual(self.place(rows, 4096, min_odd_tiles=11),
-                         ["medium"] * 40)
-
-    @needs_extension
-    def test_a_kernel_with_less_than_a_wave_gives_its_groups_away(self):
-        # grin_moe skewed: only the 171-row group prefers large; 25
-        # clusters = 50 CTAs < 132, so every group runs on medium.
-        rows = [2, 15, 33, 93, 122, 171, 269, 319]
-        self.assertEqual(set(self.place(rows, 6400)), {"medium"})
-        # With a carveout leaving 48 SMs, 50 CTAs are a wave: by size.
-        self.assertEqual(self.place(rows, 6400, sm_limit=48),
-                         ["medium"] * 5 + ["large", "medium", "medium"])
-        # mixtral skewed-like: one 74-row group (1 tile x 112 columns = 112
-        # medium CTAs < 132) beside large groups joins them.
-        self.assertEqual(set(self.place([74, 4096, 8192], 14336)),
-                         {"large"})
-
-    @needs_extension
-    def test_bad_arguments_name_themselves(self):
-        with self.assertRaisesRegex(RuntimeError, "sm_limit must be >= 1"):
-            self.place([128], 128, sm_limit=0)
-        with self.assertRaisesRegex(RuntimeError, "min_odd_tiles must be"):
-            self.place([128], 128, min_odd_tiles=0)
-        with self.assertRaisesRegex(RuntimeError, "n must be >= 0"):
-            self.place([128], -1)
-        with self.assertRaisesRegex(RuntimeError,
-                                    r"group_rows\[1\] must be <= 2147483647"):
-            self.place([128, 2**40], 128)
 
 
 class TestHopperTf32Route(TestCase):
@@ -898,15 +805,15 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                          _BACKEND_ENV: "sm90"})
 
     def test_default_tile_per_dtype(self, device):
-        # The heuristic, not a forced config: a 16-bit row-grouped call past
-        # decode sizes launches one GEMM (large_solo here: 226 rows per
-        # group), a TF32 one the split's two (medium, large).
+        # The heuristic, not a forced config: a row-grouped call past
+        # decode sizes launches one GEMM in every dtype (large_solo here:
+        # 226 rows per group).
         sizes = [300, 0, 129, 64, 640]
         offs = make_offsets(sizes, device)
         env = {"OVERLAP_OPS_SM90_TILE": "auto", _BACKEND_ENV: "sm90",
                "OVERLAP_OPS_SM90_TF32_K_TILE": "auto"}
         for dtype, launches in [(torch.bfloat16, 1), (torch.float16, 1),
-                                (torch.float32, 2)]:
+                                (torch.float32, 1)]:
             a = _randn(sum(sizes), 64, device=device, dtype=dtype)
             b = _randn(len(sizes), 64, 256, device=device, dtype=dtype,
                        transposed=True)
@@ -967,7 +874,7 @@ class TestSm90SingleKernelTiles(HopperTestCase):
                 self._run_and_check(a, b, offs)
                 names = [name for name, _ in
                          launched_kernels(lambda: _grouped_mm(a, b, offs))]
-            # One GEMM launch: not the split's two (medium, large).
+            # One GEMM launch.
             self.assertEqual(len(_sm90_gemm_names(names)), 1, names)
             if layout == "3d_3d":
                 break
@@ -995,100 +902,25 @@ class TestSm90SingleKernelTiles(HopperTestCase):
 
     def test_wide_leaves_float32_to_the_heuristic(self, device):
         # wide is built for 16-bit only: TF32 calls keep their default
-        # (the split's two kernels for these row counts).
+        # (large_solo's kernel for these row counts).
         sizes = [300, 0, 129, 64, 640]
         offs = make_offsets(sizes, device)
         a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
         b = _randn(len(sizes), 64, 256, device=device, dtype=torch.float32,
                    transposed=True)
-        with self._forced("wide"), _allow_tf32(True), \
-                unittest.mock.patch.dict(
-                    os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "auto"}):
-            self._run_and_check(a, b, offs)
-            names = [name for name, _ in launched_kernels(
-                lambda: _grouped_mm(a, b, offs))]
-        self.assertEqual(len(_sm90_gemm_names(names)), 2, names)
+        def gemm_names(tile):
+            with self._forced(tile), _allow_tf32(True), \
+                    unittest.mock.patch.dict(
+                        os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "auto"}):
+                if tile == "wide":
+                    self._run_and_check(a, b, offs)
+                names = [name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs))]
+            return _sm90_gemm_names(names)
 
-
-class TestSm90RowSplitCUDA(HopperTestCase):
-    """OVERLAP_OPS_SM90_TILE=row_split: each group's whole 128-row tiles
-    on large_solo and a last tile of at most 64 rows on wide, two launches
-    over the same output. Every remainder class (none, 1-64, 65-127, a
-    group under 64 rows), empty groups, more than 1024 groups, a bias and
-    float32 output, checked against float64 per group."""
-
-    def _forced(self, tile="row_split"):
-        return unittest.mock.patch.dict(
-            os.environ, {"OVERLAP_OPS_SM90_TILE": tile,
-                         _BACKEND_ENV: "sm90"})
-
-    def _gemm_kernels(self, call, tile):
-        with self._forced(tile):
-            names = {name for name, _ in launched_kernels(call)}
-        return set(_sm90_gemm_names(names))
-
-    @dtypes(torch.bfloat16, torch.float16)
-    def test_matches_reference(self, device, dtype):
-        for sizes in ([300, 0, 129, 1, 640, 64, 65, 192, 128, 0],
-                      [(i * 37) % 200 for i in range(1100)]):
-            offs = make_offsets(sizes, device)
-            for out_dtype in (None, torch.float32):
-                a = _randn(sum(sizes) + 3, 72, device=device, dtype=dtype)
-                b = _randn(len(sizes), 72, 256, device=device, dtype=dtype,
-                           transposed=True)
-                bias = _randn(len(sizes), 256, device=device, dtype=dtype)
-                with self._forced():
-                    self._run_and_check(a, b, offs, bias, out_dtype)
-
-                def call():
-                    return _grouped_mm(a, b, offs, bias, out_dtype)
-
-                # Exactly wide's kernel and large_solo's.
-                self.assertEqual(
-                    self._gemm_kernels(call, "row_split"),
-                    self._gemm_kernels(call, "wide")
-                    | self._gemm_kernels(call, "large_solo"), sizes)
-
-    def test_operand_layouts(self, device):
-        # B row-major (N contiguous), A transposed (copied row-major first),
-        # and A rows padded past K (a row step that is not K: the wide
-        # kernel's rows start solo_rows row steps into the group).
-        sizes = [300, 0, 129, 1, 640, 64, 65, 192]
-        offs = make_offsets(sizes, device)
-        total = sum(sizes)
-        dtype = torch.bfloat16
-        operands = {
-            "b_row_major": (_randn(total, 72, device=device, dtype=dtype),
-                            _randn(len(sizes), 72, 256, device=device,
-                                   dtype=dtype)),
-            "a_transposed": (_randn(total, 72, device=device, dtype=dtype,
-                                    transposed=True),
-                             _randn(len(sizes), 72, 256, device=device,
-                                    dtype=dtype, transposed=True)),
-            "a_rows_padded": (_randn(total, 80, device=device,
-                                     dtype=dtype)[:, :72],
-                              _randn(len(sizes), 72, 256, device=device,
-                                     dtype=dtype, transposed=True)),
-        }
-        for name, (a, b) in operands.items():
-            with self._forced():
-                self._run_and_check(a, b, offs)
-            self.assertEqual(
-                len(self._gemm_kernels(lambda: _grouped_mm(a, b, offs),
-                                       "row_split")), 2, name)
-
-    def test_other_layouts_keep_the_heuristic(self, device):
-        # 2d x 2d groups along K: row_split does not apply; one GEMM.
-        sizes = [40, 0, 130, 7]
-        offs = make_offsets(sizes, device)
-        a = _randn(96, sum(sizes), device=device, dtype=torch.bfloat16,
-                   transposed=True)
-        b = _randn(sum(sizes), 128, device=device, dtype=torch.bfloat16)
-        with self._forced():
-            self._run_and_check(a, b, offs)
-            names = [name for name, _ in launched_kernels(
-                lambda: _grouped_mm(a, b, offs))]
-        self.assertEqual(len(_sm90_gemm_names(names)), 1, names)
+        names = gemm_names("wide")
+        self.assertEqual(len(names), 1, names)
+        self.assertEqual(set(names), set(gemm_names("large_solo")))
 
 
 class TestSm90Tf32ShortK(HopperTestCase):
@@ -1103,8 +935,7 @@ class TestSm90Tf32ShortK(HopperTestCase):
                          "OVERLAP_OPS_SM90_TILE": tile,
                          _BACKEND_ENV: "sm90"})
 
-    @parametrize("tile", ["small", "medium", "large", "split",
-                          "large_solo"])
+    @parametrize("tile", ["small", "medium", "large", "large_solo"])
     def test_matches_reference(self, device, tile):
         # K-major weights (no copy), K not a multiple of the 32-float
         # tile, odd 128-row tile counts, an empty group, a bias.
@@ -1141,8 +972,6 @@ instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestSm90SingleKernelTiles, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
-                              only_for=("cuda",))
-instantiate_device_type_tests(TestSm90RowSplitCUDA, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

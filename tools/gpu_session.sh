@@ -80,7 +80,7 @@ for stage in "$@"; do
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
       # wide is built for 16-bit only: float32 tests keep the heuristic.
-      for tile in small medium large split large_solo wide row_split; do
+      for tile in small medium large large_solo wide; do
         echo "-- OVERLAP_OPS_SM90_TILE=$tile"
         OVERLAP_OPS_SM90_TILE=$tile python3 -m pytest -q test/test_grouped_mm_cuda.py \
           -k CUDA 2>&1 | tee "$OUT/test_tile_$tile.log" | tail -3
@@ -142,7 +142,7 @@ for stage in "$@"; do
       # A third field (short or long) sets OVERLAP_OPS_SM90_TF32_K_TILE and
       # allows TF32 for the float32 tests.
       for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
-          auto:large auto:split auto:large_solo auto:wide auto:row_split sm90:auto:short \
+          auto:large auto:large_solo auto:wide sm90:auto:short \
           sm90:auto:long sm80:auto generic:auto}; do
         IFS=: read -r backend tile k_tile <<< "$backend_tile"
         echo "-- memcheck backend=$backend tile=$tile ${k_tile:+K tile $k_tile}"
@@ -211,7 +211,7 @@ for stage in "$@"; do
       ;;
     benchtiles)
       # A/B of the SM90 tile configs (TILES) on the rows where we trail stock.
-      for tile in ${TILES:-small medium large split large_solo}; do
+      for tile in ${TILES:-small medium large large_solo}; do
         python3 tools/bench_grouped_mm.py --out "$OUT/tile_$tile" \
           --backend-env OVERLAP_OPS_SM90_TILE=$tile \
           --shapes ${TILE_SHAPES:-bench/moe_shapes.json} \
@@ -222,8 +222,7 @@ for stage in "$@"; do
     kernels)
       # Launches and GPU time per call of each kernel (fill, GEMMs, finish),
       # and host time per call, ours and stock, on KERNEL_ROWS ("case dist
-      # pass" separated by ";"): the fill kernel's cost, and the split's
-      # empty-kernel cost (TF32 rows, or OVERLAP_OPS_SM90_TILE=split).
+      # pass" separated by ";"): the fill kernel's cost.
       profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
         "$OUT/kernels/kernels.md" --calls 20 --kernels ${KERNEL_ARGS:-}
       ;;
@@ -256,7 +255,7 @@ for stage in "$@"; do
     profile)
       # ncu on one row (PROFILE_ROW: case dist pass), ours per tile config
       # and stock: one GEMM launch each, after PROFILE_SKIP (default 4)
-      # GEMM launches (a split call launches two: medium, then large).
+      # GEMM launches.
       read -r pcase pdist ppass <<< "${PROFILE_ROW:-deepseek_v3_decode sparse fwd}"
       mkdir -p "$OUT/ncu"
       for impl in ${PROFILE_IMPLS:-ours:small ours:medium stock}; do

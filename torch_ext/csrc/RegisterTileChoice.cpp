@@ -25,8 +25,8 @@ std::string sm90_tile_config(bool row_grouped, int64_t rows_per_group,
   const std::optional<sm90::TileConfig> requested =
       sm90::tile_config_named(forced);
   TORCH_CHECK(forced == "auto" || requested,
-              "forced must be auto, small, medium, large, split, "
-              "large_solo, wide or row_split; got '", forced, "'");
+              "forced must be auto, small, medium, large, large_solo or "
+              "wide; got '", forced, "'");
   return std::string(
       sm90::tile_config_name(sm90::tile_config_for(query, requested)));
 }

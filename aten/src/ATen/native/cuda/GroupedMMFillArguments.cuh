@@ -164,18 +164,11 @@ __device__ void add_group_bias(
 // Also zeros the output past the last group and writes the k = 0 groups
 // (zeros, or bias rows with a fused bias; `out` is the output viewed as
 // units of its element size): one launch instead of three on the
-// tensor-core paths. Writer::prepare runs
-// first in every block that stores arguments, with every thread, so a
-// writer may place groups by a view of the whole call.
+// tensor-core paths.
 template <typename OffsT, typename Writer, typename Unit>
 __global__ void fill_group_arguments(
-    Geometry geo, const OffsT* offs, Writer writer, Unit* out,
+    Geometry geo, const OffsT* offs, Writer write, Unit* out,
     FillOutputs extra) {
-  Writer write = writer;
-  // Block-uniform: blocks past the last group skip the call-wide view.
-  if (int64_t(blockIdx.x) * blockDim.x < geo.num_groups) {
-    write.prepare(geo, offs);
-  }
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        g < geo.num_groups; g += step) {

@@ -116,10 +116,6 @@ struct Sm80ArgumentWriter {
   LeadingDims ld;
   DeviceArguments<G> out;
 
-  // Places every group alike: nothing to prepare.
-  template <typename OffsT>
-  __device__ void prepare(const Geometry&, const OffsT*) {}
-
   __device__ void operator()(int64_t g, const Group& p) const {
     out.problems[g] = cutlass::gemm::GemmCoord(
         skipped_by_gemm(p) ? 0 : static_cast<int>(p.m),

@@ -54,15 +54,6 @@ struct MediumTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
-// The split's placement (prefers_large_tile, Sm90ArgumentWriter::prepare)
-// counts tiles with these sizes.
-static_assert(cute::size<0>(LargeTileConfig::TileShape{}) == kRowTile &&
-              cute::size<1>(LargeTileConfig::TileShape{}) == kLargeTileCols &&
-              cute::size<0>(LargeTileConfig::ClusterShape{}) ==
-                  kLargeClusterRowTiles);
-static_assert(cute::size<0>(MediumTileConfig::TileShape{}) == kRowTile &&
-              cute::size<1>(MediumTileConfig::TileShape{}) == kMediumTileCols);
-
 // TileConfig::kLargeSolo: LargeTileConfig without the cluster, so no group
 // is padded to an even number of 128-row tiles.
 struct LargeSoloTileConfig {
@@ -82,10 +73,6 @@ struct WideTileConfig {
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
-
-// The row split (split_group_rows) divides groups with these tile heights.
-static_assert(cute::size<0>(WideTileConfig::TileShape{}) == kWideTileRows &&
-              cute::size<0>(LargeSoloTileConfig::TileShape{}) == kRowTile);
 
 struct SmallTileConfig {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
@@ -187,8 +174,6 @@ __device__ Stride stride_with_leading_dim(int64_t ld) {
 template <typename G>
 struct DeviceArguments {
   typename ProblemShape::UnderlyingProblemShape* shapes;
-  // kSplit: the large kernel's shapes (nullptr otherwise).
-  typename ProblemShape::UnderlyingProblemShape* large_shapes = nullptr;
   const typename G::ElementIn** a;
   const typename G::ElementIn** b;
   typename G::ElementOut** d;
@@ -197,10 +182,6 @@ struct DeviceArguments {
   typename G::StrideD* stride_d;
   // The group's bias row (nullptr without a bias: no array then).
   const float** bias = nullptr;
-  // kRowSplit: the large kernel's A and D (its rows start where the
-  // group's do; the other kernel's after them). nullptr otherwise.
-  const typename G::ElementIn** large_a = nullptr;
-  typename G::ElementOut** large_d = nullptr;
 };
 
 // Stores one group's problem in the pointer-array kernel's format; run by
@@ -212,81 +193,16 @@ struct Sm90ArgumentWriter {
   typename G::ElementOut* d;
   LeadingDims ld;
   DeviceArguments<G> out;
-  // kSplit only (out.large_shapes set):
-  int64_t min_odd_tiles = 0;  // see prefers_large_tile
-  int64_t sm_limit = 0;       // the persistent grids' CTA count
   const float* bias = nullptr;  // (G, N) float32, or nullptr
   int64_t bias_row_stride = 0;  // N
-  // kRowSplit only (out.large_a set): elements between consecutive rows
-  // of A and of D, to start the wide kernel's rows after the large one's.
-  int64_t a_row_step = 0;
-  int64_t d_row_step = 0;
-  // Set by prepare() (kSplit): which kernel each group may run on.
-  SplitPlacement placement = SplitPlacement::kBySize;
-
-  // kSplit: sums each kernel's CTAs over all groups (every block that
-  // stores arguments does the same sum) and applies split_placement.
-  // Block-wide: every thread of the block calls it, once per kernel (the
-  // shared slots are not reused, so no barrier after the read), with
-  // blockDim.x == kFillThreads. Warp shuffles, then one slot per warp:
-  // 64-bit shared atomics are CAS loops, and 256 threads contending on one
-  // address cost microseconds.
-  template <typename OffsT>
-  __device__ void prepare(const Geometry& geo, const OffsT* offs) {
-    if (out.large_shapes == nullptr || out.large_a != nullptr) {
-      return;  // one kernel, or the row split (placed row by row)
-    }
-    constexpr int kWarps = kFillThreads / 32;
-    __shared__ unsigned long long warp_ctas[kWarps][2];  // medium, large
-    unsigned long long medium = 0;
-    unsigned long long large = 0;
-    for (int64_t g = threadIdx.x; g < geo.num_groups; g += blockDim.x) {
-      const Group p = group_problem(geo, offs, g);
-      if (!skipped_by_gemm(p)) {
-        count_preferred_ctas(p.m, p.n, min_odd_tiles, medium, large);
-      }
-    }
-    for (int lanes = 16; lanes > 0; lanes /= 2) {
-      medium += __shfl_down_sync(0xffffffffu, medium, lanes);
-      large += __shfl_down_sync(0xffffffffu, large, lanes);
-    }
-    if (threadIdx.x % 32 == 0) {
-      warp_ctas[threadIdx.x / 32][0] = medium;
-      warp_ctas[threadIdx.x / 32][1] = large;
-    }
-    __syncthreads();
-    medium = large = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      medium += warp_ctas[w][0];
-      large += warp_ctas[w][1];
-    }
-    placement = split_placement(static_cast<int64_t>(medium),
-                                static_cast<int64_t>(large), sm_limit);
-  }
 
   __device__ void operator()(int64_t g, const Group& p) const {
-    const int m = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
-    const int n = static_cast<int>(p.n);
-    const int k = static_cast<int>(p.k);
+    out.shapes[g] = cute::make_shape(
+        skipped_by_gemm(p) ? 0 : static_cast<int>(p.m),
+        static_cast<int>(p.n), static_cast<int>(p.k));
     out.a[g] = a + p.a_offset;
-    out.d[g] = d + p.d_offset;
-    if (out.large_shapes == nullptr) {
-      out.shapes[g] = cute::make_shape(m, n, k);
-    } else if (out.large_a != nullptr) {
-      const RowSplit rows = split_group_rows(m);
-      out.shapes[g] = cute::make_shape(static_cast<int>(rows.wide_rows), n, k);
-      out.large_shapes[g] =
-          cute::make_shape(static_cast<int>(rows.solo_rows), n, k);
-      out.large_a[g] = out.a[g];
-      out.large_d[g] = out.d[g];
-      out.a[g] += rows.solo_rows * a_row_step;
-      out.d[g] += rows.solo_rows * d_row_step;
-    } else {
-      const bool large = runs_on_large_kernel(m, min_odd_tiles, placement);
-      out.shapes[g] = cute::make_shape(large ? 0 : m, n, k);
-      out.large_shapes[g] = cute::make_shape(large ? m : 0, n, k);
-    }
     out.b[g] = b + p.b_offset;
+    out.d[g] = d + p.d_offset;
     if (out.bias != nullptr) {
       out.bias[g] = bias + g * bias_row_stride;
     }
@@ -329,26 +245,21 @@ int64_t gemm_workspace_bytes(const LaunchArgs& args) {
       gemm_arguments<G>(args, DeviceArguments<G>{}, nullptr)));
 }
 
-// Where the per-group argument arrays and the GEMMs' workspaces live: one
+// Where the per-group argument arrays and the GEMM's workspace live: one
 // device allocation per call (each allocation is host time before the
 // first launch).
 template <typename G>
 struct CallStorage {
   DeviceArguments<G> dev;
   void* workspace = nullptr;
-  void* large_workspace = nullptr;  // kSplit only
 };
 
 template <typename G>
 CallStorage<G> carve_call_storage(
-    Tensor& storage, int64_t groups, bool split, bool row_split, bool bias,
-    int64_t workspace_bytes, int64_t large_workspace_bytes) {
+    Tensor& storage, int64_t groups, bool bias, int64_t workspace_bytes) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
-  const int64_t row_split_array =
-      row_split ? align_up(groups * int64_t(sizeof(void*))) : 0;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
-      split ? align_up(groups * int64_t(sizeof(Shape))) : 0,
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(void*))),
       align_up(groups * int64_t(sizeof(void*))),
@@ -356,10 +267,7 @@ CallStorage<G> carve_call_storage(
       align_up(groups * int64_t(sizeof(typename G::StrideB))),
       align_up(groups * int64_t(sizeof(typename G::StrideD))),
       bias ? align_up(groups * int64_t(sizeof(float*))) : 0,
-      align_up(workspace_bytes),
-      split ? align_up(large_workspace_bytes) : 0,
-      row_split_array,
-      row_split_array};
+      align_up(workspace_bytes)};
   int64_t total = 0;
   for (int64_t s : sizes) {
     total += s;
@@ -370,31 +278,21 @@ CallStorage<G> carve_call_storage(
   DeviceArguments<G>& args = call.dev;
   args.shapes = reinterpret_cast<Shape*>(p);
   p += sizes[0];
-  args.large_shapes = split ? reinterpret_cast<Shape*>(p) : nullptr;
-  p += sizes[1];
   args.a = reinterpret_cast<const typename G::ElementIn**>(p);
-  p += sizes[2];
+  p += sizes[1];
   args.b = reinterpret_cast<const typename G::ElementIn**>(p);
-  p += sizes[3];
+  p += sizes[2];
   args.d = reinterpret_cast<typename G::ElementOut**>(p);
-  p += sizes[4];
+  p += sizes[3];
   args.stride_a = reinterpret_cast<typename G::StrideA*>(p);
-  p += sizes[5];
+  p += sizes[4];
   args.stride_b = reinterpret_cast<typename G::StrideB*>(p);
-  p += sizes[6];
+  p += sizes[5];
   args.stride_d = reinterpret_cast<typename G::StrideD*>(p);
-  p += sizes[7];
+  p += sizes[6];
   args.bias = bias ? reinterpret_cast<const float**>(p) : nullptr;
-  p += sizes[8];
+  p += sizes[7];
   call.workspace = p;
-  p += sizes[9];
-  call.large_workspace = split ? p : nullptr;
-  p += sizes[10];
-  args.large_a =
-      row_split ? reinterpret_cast<const typename G::ElementIn**>(p) : nullptr;
-  p += sizes[11];
-  args.large_d =
-      row_split ? reinterpret_cast<typename G::ElementOut**>(p) : nullptr;
   return call;
 }
 
@@ -469,97 +367,53 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
   return nullptr;
 }
 
-// Fills the per-group arguments from the offsets, then launches G (or, with
-// GLarge, G for the groups the placement leaves to it and GLarge for the
-// rest: both read the same pointers and strides; or, for kRowSplit, G for
-// each group's last partial tile and GLarge for its whole tiles, through
-// their own A and D pointers). Every kernel is checked
-// by can_implement before anything is launched, so a refusal leaves the
-// output untouched (an initialize or update failure, after the filling
-// kernel's launch, does not).
-template <typename G, typename GLarge = void>
+// Fills the per-group arguments from the offsets, then launches G. The
+// kernel is checked by can_implement before anything is launched, so a
+// refusal leaves the output untouched (an initialize or update failure,
+// after the filling kernel's launch, does not).
+template <typename G>
 const char* run_grouped_gemm(
     const LaunchArgs& args, const LeadingDims& ld,
     const TileChoice& choice = {}) {
   using ElementIn = typename G::ElementIn;
   using ElementOut = typename G::ElementOut;
-  constexpr bool kSplit = !std::is_void_v<GLarge>;
-  // With GLarge void, a placeholder that is never prepared or launched.
-  using Large = std::conditional_t<kSplit, GLarge, G>;
-  // Same operands and layouts, so the argument arrays are the same types.
-  static_assert(std::is_same_v<typename G::StrideA, typename Large::StrideA>);
-  static_assert(std::is_same_v<typename G::StrideB, typename Large::StrideB>);
-  static_assert(std::is_same_v<typename G::StrideD, typename Large::StrideD>);
-  static_assert(
-      std::is_same_v<typename G::ElementOut, typename Large::ElementOut>);
   const float* fused_bias = args.bias.defined() && choice.bias_in_epilogue
       ? args.bias.const_data_ptr<float>()
       : nullptr;
-  const bool row_split = kSplit && choice.config == TileConfig::kRowSplit;
   Tensor storage;
   const CallStorage<G> call = carve_call_storage<G>(
-      storage, args.geo.num_groups, kSplit, row_split, fused_bias != nullptr,
-      gemm_workspace_bytes<G>(args),
-      kSplit ? gemm_workspace_bytes<Large>(args) : 0);
+      storage, args.geo.num_groups, fused_bias != nullptr,
+      gemm_workspace_bytes<G>(args));
   const DeviceArguments<G>& dev = call.dev;
-  CheckedGemm<G> first;
+  CheckedGemm<G> gemm;
   if (const char* error =
-          check_gemm<G>(args, dev, dev.shapes, call.workspace, first)) {
+          check_gemm<G>(args, dev, dev.shapes, call.workspace, gemm)) {
     return error;
   }
-  CheckedGemm<Large> large;
-  if constexpr (kSplit) {
-    const DeviceArguments<Large> large_dev{
-        dev.large_shapes, nullptr, row_split ? dev.large_a : dev.a, dev.b,
-        row_split ? dev.large_d : dev.d, dev.stride_a, dev.stride_b,
-        dev.stride_d, dev.bias};
-    if (const char* error = check_gemm<Large>(
-            args, large_dev, dev.large_shapes, call.large_workspace, large)) {
-      return error;
-    }
-  }
-  // Every kernel is checked; the fill goes first, and CUTLASS's host-side
-  // initialisation of each kernel overlaps it (HostPath::kClassic: every
-  // kernel initialised on every call, before the fill, for A/B runs).
+  // The fill goes first, and CUTLASS's host-side initialisation overlaps
+  // it (HostPath::kClassic: initialised on every call, before the fill,
+  // for A/B runs).
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const bool classic = choice.host_path == HostPath::kClassic;
   if (classic) {
-    if (const char* error = set_checked_parameters(first, stream, true)) {
+    if (const char* error = set_checked_parameters(gemm, stream, true)) {
       return error;
-    }
-    if constexpr (kSplit) {
-      if (const char* error = set_checked_parameters(large, stream, true)) {
-        return error;
-      }
     }
   }
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  const Sm90ArgumentWriter<G> writer{
-      a,          b,          d, ld, dev, choice.min_odd_tiles, args.sm_limit,
-      fused_bias, args.geo.n, args.geo.a.row, args.geo.d.row};
+  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, fused_bias, args.geo.n};
   // The epilogue adds the bias; the fill writes it into k = 0 groups.
   if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue)) {
     return "launching the argument-filling kernel failed";
   }
   if (!classic) {
-    if (const char* error = set_checked_parameters(first, stream, false)) {
+    if (const char* error = set_checked_parameters(gemm, stream, false)) {
       return error;
     }
   }
-  if (const char* error = launch_checked(first, stream)) {
-    return error;
-  }
-  if constexpr (kSplit) {
-    if (!classic) {
-      if (const char* error = set_checked_parameters(large, stream, false)) {
-        return error;
-      }
-    }
-    return launch_checked(large, stream);
-  }
-  return nullptr;
+  return launch_checked(gemm, stream);
 }
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
@@ -577,8 +431,6 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
       return run_grouped_gemm<Small>(args, ld, choice);
     case TileConfig::kMedium:
       return run_grouped_gemm<Medium>(args, ld, choice);
-    case TileConfig::kSplit:
-      return run_grouped_gemm<Medium, Large>(args, ld, choice);
     case TileConfig::kLargeSolo:
       return run_grouped_gemm<GroupedGemm<
           In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(
@@ -592,19 +444,6 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
             args, ld, choice);
       } else {
         return "OVERLAP_OPS_SM90_TILE=wide is built for 16-bit inputs only";
-      }
-    case TileConfig::kRowSplit:
-      // The wide kernel takes each group's last partial tile, large_solo
-      // the rest; 16-bit only, as wide.
-      if constexpr (!std::is_same_v<In, float>) {
-        return run_grouped_gemm<
-            GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                        KTile<WideTileConfig>>,
-            GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                        KTile<LargeSoloTileConfig>>>(args, ld, choice);
-      } else {
-        return "OVERLAP_OPS_SM90_TILE=row_split is built for 16-bit inputs "
-               "only";
       }
     default:
       return run_grouped_gemm<Large>(args, ld, choice);

@@ -6,7 +6,6 @@
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMTileChoice.h>
-#include <ATen/native/cuda/GroupedMMTilePlacement.h>
 
 namespace at::native::grouped_mm::sm90 {
 
@@ -29,7 +28,6 @@ enum class HostPath { kLean, kClassic };
 
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;
-  int64_t min_odd_tiles = 0;  // kSplit only: see prefers_large_tile
   HostPath host_path = HostPath::kLean;
   // The bias added by the GEMM's epilogue (default), or by the finishing
   // kernel afterwards (OVERLAP_OPS_SM90_BIAS=kernel, for A/B runs).

@@ -10,7 +10,6 @@
 #include <ATen/native/cuda/GroupedMMTf32Route.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -31,22 +30,6 @@ std::optional<Major> sm90_a_major(GroupedDim grouped, bool tf32) {
 
 std::optional<Major> sm90_b_major(GroupedDim grouped, bool tf32) {
   return tf32 ? std::optional(Major::kCol) : required_b_major(grouped);
-}
-
-// OVERLAP_OPS_SM90_SPLIT_ODD_TILES overrides
-// sm90::kDefaultMinOddTilesForLarge for tuning runs.
-int64_t min_odd_tiles_for_large() {
-  const char* text = std::getenv("OVERLAP_OPS_SM90_SPLIT_ODD_TILES");
-  if (text == nullptr || *text == '\0') {
-    return sm90::kDefaultMinOddTilesForLarge;
-  }
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  TORCH_CHECK(
-      *end == '\0' && value >= 1,
-      "OVERLAP_OPS_SM90_SPLIT_ODD_TILES must be a tile count >= 1, got '",
-      text, "'");
-  return value;
 }
 
 // TF32 grouped along K on the SM90 kernels (padded copies of A and B): the
@@ -95,7 +78,7 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
   return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
-// OVERLAP_OPS_SM90_TILE=small|medium|large|split|large_solo|wide|row_split
+// OVERLAP_OPS_SM90_TILE=small|medium|large|large_solo|wide
 // pins the tile config for tuning runs (tools/gpu_session.sh benchtiles)
 // where it applies (forced_tile_config); unset or auto uses the heuristic.
 std::optional<sm90::TileConfig> requested_tile_config() {
@@ -115,12 +98,7 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
       row_grouped ? geo.extent / std::max<int64_t>(1, geo.num_groups)
                   : geo.m,
       in == kFloat};
-  const sm90::TileConfig chosen =
-      sm90::tile_config_for(query, requested_tile_config());
-  if (chosen == sm90::TileConfig::kSplit) {
-    return {chosen, min_odd_tiles_for_large()};
-  }
-  return {chosen};
+  return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
 template <typename In, typename Out>

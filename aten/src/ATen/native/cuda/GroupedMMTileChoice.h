@@ -18,46 +18,27 @@ namespace at::native::grouped_mm::sm90 {
 // kMedium: 128x128 pingpong tiles, no cluster: one M tile per group of up to
 // 128 rows, so its weights are streamed once without an idle cluster CTA.
 // kSmall: 64x128 pingpong tiles (decode-sized groups).
-// kSplit (row-grouped calls only): medium and large in one call. The fill
-// kernel, which reads every group size, gives each group to one of the two
-// kernels (the other sees it as an m = 0 problem); two launches. A group
-// goes to the large kernel when prefers_large_tile says so: the large
-// kernel's 2-CTA clusters pad a group to an even number of 128-row tiles,
-// so a group with an odd count t pays a whole idle tile, 1/t of its work
-// (gpt_oss_120b_w13 sparse, 341-row groups: large 1.18x medium, results/
-// NOTES.md). If either kernel would get less than one wave of CTAs, all
-// groups go to the other (split_placement). The best config depends on the
-// group sizes, which the host cannot see without a sync.
-// kLargeSolo (the default for 16-bit row-grouped calls past 128 rows per
-// group):
-// kLarge's tiles without the cluster, so no group is padded to an even
-// number of 128-row tiles, at the cost of each CTA loading its own weight
-// tile (no multicast). One kernel for every group, no split. It beat the
-// split on all 12 bf16 fwd rows measured (0.91 vs 0.98 of stock in
-// geometric mean, results/tiles/2026-11-30j), and on TF32 once the short
-// K tile gave it four stages: dgrad 0.95, fwd 1.00 of the split's time over
-// the 27 rows past 32 rows per group (results/tf32/2026-11-30l-solo).
+// kLargeSolo (the default for row-grouped calls past decode sizes, except
+// 16-bit ones up to kWideTileMaxRows): kLarge's tiles without the cluster,
+// so no group is padded to an even number of 128-row tiles, at the cost of
+// each CTA loading its own weight tile (no multicast). It beat the
+// medium/large split it replaced on all 12 bf16 fwd rows measured (0.91 vs
+// 0.98 of stock in geometric mean, results/tiles/2026-11-30j), and on TF32
+// once the short K tile gave it four stages: dgrad 0.95, fwd 1.00 of the
+// split's time over the 27 rows past 32 rows per group
+// (results/tf32/2026-11-30l-solo).
 // kWide (16-bit row-grouped calls with small groups, see
 // default_tile_config; float32 calls never run it): 64x256 pingpong tiles
 // without clusters. Half the rows of large_solo's tile, so a group's last
 // tile pads at most 63 rows, and two consumer warpgroups that overlap one
 // tile's epilogue with the other's mainloop.
-// kRowSplit (an experiment, 16-bit row-grouped calls only,
-// OVERLAP_OPS_SM90_TILE=row_split): large_solo and wide in one call, each
-// group's rows divided between them by the fill (split_group_rows in
-// GroupedMMTilePlacement.h): its full 128-row tiles on large_solo, a last
-// partial tile of at most 64 rows on wide. A group then pads at most 63
-// rows, as with wide, while most of its rows keep large_solo's tiles,
-// which load each weight tile once per 128 rows (results/NOTES.md).
-enum class TileConfig {
-  kSmall, kMedium, kLarge, kSplit, kLargeSolo, kWide, kRowSplit
-};
+enum class TileConfig { kSmall, kMedium, kLarge, kLargeSolo, kWide };
 
 // Each config's name for OVERLAP_OPS_SM90_TILE, in the enum's order.
-constexpr std::array<std::string_view, 7> kTileConfigNames = {
-    "small", "medium", "large", "split", "large_solo", "wide", "row_split"};
+constexpr std::array<std::string_view, 5> kTileConfigNames = {
+    "small", "medium", "large", "large_solo", "wide"};
 static_assert(kTileConfigNames.size() ==
-              static_cast<size_t>(TileConfig::kRowSplit) + 1);
+              static_cast<size_t>(TileConfig::kWide) + 1);
 
 constexpr std::string_view tile_config_name(TileConfig config) {
   return kTileConfigNames[static_cast<size_t>(config)];
@@ -89,23 +70,20 @@ struct TileQuery {
   bool tf32;
 };
 
-// The heuristic (results/NOTES.md). Row-grouped calls past decode sizes:
-// 16-bit runs one kernel without clusters, so no group's tile count is
-// padded to even. Up to 128 rows per group on average that is wide, whose
-// 64-row tiles pad a small group's last tile less: it beat large_solo on
-// grin_moe (fwd 0.93, dgrad 0.95 of its time in geometric mean over the
-// three distributions; results/tiles/2026-11-30k-wide) and, on shapes
-// the rule was not fitted to, on olmoe_1b_7b, phi35_moe at 128 rows and
-// deepseek_v3_decode (results/tiles/2026-11-30k-tilecheck). Past that,
-// large_solo (128x256), which beat the medium/large split on every
-// measured bf16 row and wide on most (wide: mixtral_8x7b up to 1.17x,
-// gpt_oss_120b_w13 skewed 1.09x-1.19x). A second bound, K and N both at
-// most 2048 (wide won on qwen3_30b_a3b), failed on the new shapes
+// The heuristic (results/NOTES.md). Row-grouped calls past decode sizes
+// run one kernel without clusters, so no group's tile count is padded to
+// even. For 16-bit calls up to 128 rows per group on average that is wide,
+// whose 64-row tiles pad a small group's last tile less: it beat
+// large_solo on grin_moe (fwd 0.93, dgrad 0.95 of its time in geometric
+// mean over the three distributions; results/tiles/2026-11-30k-wide) and,
+// on shapes the rule was not fitted to, on olmoe_1b_7b, phi35_moe at 128
+// rows and deepseek_v3_decode (results/tiles/2026-11-30k-tilecheck). Past
+// that, and for TF32, large_solo (128x256), which beat the medium/large
+// split on every measured bf16 row and wide on most (wide: mixtral_8x7b up
+// to 1.17x, gpt_oss_120b_w13 skewed 1.09x-1.19x). A second bound, K and N
+// both at most 2048 (wide won on qwen3_30b_a3b), failed on the new shapes
 // (deepseek_v2_lite_w2 dgrad 1.22-1.28x large_solo's time) and is not
-// used. TF32 keeps the split, which beat large_solo there with the full K
-// tile (tf32 dgrad 0.93 vs 1.01 of stock, results/tiles/2026-11-30j-tf32;
-// 128x256 tiles of floats then fit two stages); with the short K tile,
-// now the default, the two are not yet compared (results/NOTES.md).
+// used.
 inline TileConfig default_tile_config(const TileQuery& q) {
   if (q.rows_per_group <= kSmallTileMaxRows) {
     return TileConfig::kSmall;
@@ -120,16 +98,11 @@ inline TileConfig default_tile_config(const TileQuery& q) {
 }
 
 // A config pinned for a tuning run (OVERLAP_OPS_SM90_TILE), where it
-// applies: split to row-grouped calls only, wide (built for 16-bit only)
-// to 16-bit calls only, row_split to 16-bit row-grouped calls only.
-// Elsewhere nullopt: the heuristic decides.
+// applies: wide (built for 16-bit only) to 16-bit calls only. Elsewhere
+// nullopt: the heuristic decides.
 inline std::optional<TileConfig> forced_tile_config(TileConfig requested,
                                                     const TileQuery& q) {
-  const bool row_grouped_only =
-      requested == TileConfig::kSplit || requested == TileConfig::kRowSplit;
-  const bool sixteen_bit_only =
-      requested == TileConfig::kWide || requested == TileConfig::kRowSplit;
-  if ((row_grouped_only && !q.row_grouped) || (sixteen_bit_only && q.tf32)) {
+  if (requested == TileConfig::kWide && q.tf32) {
     return std::nullopt;
   }
   return requested;
