@@ -573,7 +573,7 @@ class TestBenchLoop(TestCase):
             column = iter(["ours", "stock", "ours@half"])
             status = self._main_faked(
                 ["--shapes", str(suite), "--out", str(out), "--dtypes",
-                 "bf16", "--rounds", "1",
+                 "bf16", "--rounds", "1", "--column-order", "fixed",
                  "--variant", "half:OVERLAP_OPS_SM90_TILE=medium"],
                 lambda fns, timer: us[next(column)])
             self.assertEqual(status, 0)
@@ -590,9 +590,9 @@ class TestBenchLoop(TestCase):
             self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)
 
 
-    def test_paired_dtypes_share_rounds_in_alternating_order(self) -> None:
+    def test_paired_dtypes_share_rounds_in_rotating_order(self) -> None:
         # --pair-dtypes: bf16 and fp16 of one case x dist x pass are timed
-        # in the same rounds, their order reversed every other round; each
+        # in the same rounds, each round starting one column later; each
         # row keeps its own columns, check and ratios.
         with tempfile.TemporaryDirectory() as tmp:
             suite = _tiny_suite(tmp)
@@ -611,7 +611,9 @@ class TestBenchLoop(TestCase):
                 time_us, stderr=stderr)
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
-            self.assertIn("order reversed every other round",
+            self.assertIn("each round starting one column later",
+                          results["timer"])
+            self.assertIn("a case x dist x pass in the same rounds",
                           results["timer"])
             rows = results["rows"]
             self.assertEqual([(r["dtype"], r["pass"]) for r in rows],
@@ -623,10 +625,11 @@ class TestBenchLoop(TestCase):
                 self.assertEqual(row["ours_us"],
                                  10.0 if row["dtype"] == "bf16" else 11.0)
                 self.assertEqual(row["ours/stock"], 1.0)
-            # Per pass, 3 rounds of (bf16 ours, bf16 stock, fp16 ours, fp16
-            # stock), the middle one reversed.
+            # Per pass, 4 rounds (3 rounded up to the 4 columns) of (bf16
+            # ours, bf16 stock, fp16 ours, fp16 stock), each rotated by one.
             bf, fp = torch.bfloat16, torch.float16
-            one_pass = [bf, bf, fp, fp, fp, fp, bf, bf, bf, bf, fp, fp]
+            one_pass = [bf, bf, fp, fp, bf, fp, fp, bf,
+                        fp, fp, bf, bf, fp, bf, bf, fp]
             self.assertEqual(seen, one_pass * 2)
             self.assertIn("[4/4] tiny balanced fp16 wgrad", stderr.getvalue())
 
@@ -665,7 +668,7 @@ class TestBenchLoop(TestCase):
 
 
 class TestInterleavedRounds(TestCase):
-    def test_columns_alternate_and_report_the_median_round(self) -> None:
+    def test_fixed_order_reports_the_median_round(self) -> None:
         order: list[str] = []
         times = {"ours": iter([30.0, 10.0, 20.0]),
                  "stock": iter([5.0, 7.0, 6.0])}
@@ -674,13 +677,14 @@ class TestInterleavedRounds(TestCase):
             name = fns[0]()
             order.append(name)
             self.assertAlmostEqual(timer.rep_ms, 100.0 / 3)
+            self.assertEqual(timer.min_runs, 7)
             return next(times[name])
 
         calls = {"ours": [lambda: "ours"], "stock": [lambda: "stock"],
                  "inductor": []}
         results = {"ours": {"ours_us": None}, "stock": {"stock_us": None},
                    "inductor": {"inductor_us": None}}
-        timer = bench.Timer(25.0, 100.0, 20, 2000, rounds=3)
+        timer = bench.Timer(25.0, 100.0, 20, 2000, rounds=3, order="fixed")
         with unittest.mock.patch.object(bench, "_time_us",
                                         side_effect=fake_time):
             bench._time_columns(calls, results, timer)
@@ -690,8 +694,50 @@ class TestInterleavedRounds(TestCase):
         self.assertEqual(results["stock"]["stock_us"], 6.0)
         self.assertIsNone(results["inductor"]["inductor_us"])
 
-    def test_alternate_reverses_every_other_round_and_names_fields(
-            self) -> None:
+    def test_rotation_puts_every_column_in_every_position(self) -> None:
+        # 3 rounds over 2 columns round up to 4 (each column first twice);
+        # the budget per round shrinks so a row takes as long as before.
+        order: list[str] = []
+        times = {"ours": iter([30.0, 10.0, 20.0, 40.0]),
+                 "stock": iter([5.0, 7.0, 6.0, 8.0])}
+
+        def fake_time(fns, timer):
+            name = fns[0]()
+            order.append(name)
+            self.assertAlmostEqual(timer.rep_ms, 100.0 / 4)
+            self.assertEqual(timer.min_runs, 5)
+            return next(times[name])
+
+        calls = {"ours": [lambda: "ours"], "stock": [lambda: "stock"],
+                 "inductor": []}
+        results = {"ours": {"ours_us": None}, "stock": {"stock_us": None},
+                   "inductor": {"inductor_us": None}}
+        with unittest.mock.patch.object(bench, "_time_us",
+                                        side_effect=fake_time):
+            bench._time_columns(calls, results,
+                                bench.Timer(25.0, 100.0, 20, 2000, rounds=3))
+        self.assertEqual(order, ["ours", "stock", "stock", "ours"] * 2)
+        self.assertEqual(results["ours"]["ours_us"], 25.0)  # median of 4
+        self.assertEqual(results["ours"]["ours_rounds_us"],
+                         [30.0, 10.0, 20.0, 40.0])
+        self.assertEqual(results["stock"]["stock_us"], 6.5)
+        self.assertIsNone(results["inductor"]["inductor_us"])
+
+    def test_round_orders(self) -> None:
+        timer = bench.Timer(25.0, 90.0, 20, 2000, rounds=3)
+        self.assertEqual(bench.round_orders("abc", timer),
+                         [list("abc"), list("bca"), list("cab")])
+        # Each column takes every position equally often.
+        orders = bench.round_orders("abcd", timer)
+        self.assertEqual(len(orders), 4)
+        for position in range(4):
+            self.assertEqual(sorted(o[position] for o in orders),
+                             list("abcd"))
+        self.assertEqual(bench.round_orders("a", timer), [["a"]] * 3)
+        fixed = dataclasses.replace(timer, order="fixed")
+        self.assertEqual(bench.round_orders("ab", fixed), [["a", "b"]] * 3)
+
+    def test_rotation_names_fields_of_several_rows(self) -> None:
         # Keys of two rows' columns, named by `names`.
         order: list[tuple[int, str]] = []
 
@@ -706,13 +752,11 @@ class TestInterleavedRounds(TestCase):
         with unittest.mock.patch.object(bench, "_time_us",
                                         side_effect=fake_time):
             bench._time_columns(calls, results,
-                                bench.Timer(25.0, 90.0, 20, 2000, rounds=3),
-                                names={key: "ours" for key in keys},
-                                alternate=True)
-        self.assertEqual(order, [keys[0], keys[1], keys[1], keys[0],
-                                 keys[0], keys[1]])
+                                bench.Timer(25.0, 90.0, 20, 2000, rounds=2),
+                                names={key: "ours" for key in keys})
+        self.assertEqual(order, [keys[0], keys[1], keys[1], keys[0]])
         self.assertEqual(results[keys[0]]["ours_us"], 1.0)
-        self.assertEqual(results[keys[1]]["ours_rounds_us"], [2.0] * 3)
+        self.assertEqual(results[keys[1]]["ours_rounds_us"], [2.0] * 2)
 
     def test_a_column_that_raises_is_na_and_the_others_go_on(self) -> None:
         def fake_time(fns, timer):

@@ -91,6 +91,13 @@ class Timer:
     # ours, stock, ...) and each reports its median round, so a clock or
     # thermal drift during a row moves every column alike.
     rounds: int = 3
+    # "rotate": round r starts at column r mod n, with the rounds rounded
+    # up to a multiple of n, so every column is timed once in every
+    # position. A GPU that heats up during a long compute-bound row slows
+    # its late positions (mixtral rows: the last of 9 timings 10-20% slower,
+    # results/NOTES.md), and a fixed order gives that cost to one column.
+    # "fixed": the same order every round (runs before the tenth session).
+    order: str = "rotate"
 
 
 def _csv(allowed: Sequence[str]) -> Callable[[str], list[str]]:
@@ -198,13 +205,21 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--max-runs", type=int, default=2000)
     parser.add_argument("--pair-dtypes", action="store_true",
                         help="time the dtypes of one case x dist x pass in "
-                        "the same interleaved rounds, their order reversed "
-                        "every other round, so a ratio between dtypes "
+                        "the same interleaved rounds, so a ratio between dtypes "
                         "(fp16 vs bf16) does not carry the clock drift "
                         "between rows measured one after the other")
     parser.add_argument("--rounds", type=_positive_int, default=3,
                         help="interleaved timing rounds per column; each "
-                        "round times --rep-ms / rounds (default 3)")
+                        "round times --rep-ms / rounds (default 3; with "
+                        "--column-order rotate rounded up to a multiple of "
+                        "the columns)")
+    parser.add_argument("--column-order", choices=("rotate", "fixed"),
+                        default="rotate",
+                        help="rotate: each round starts one column later, "
+                        "so every column is timed once in every position "
+                        "(a GPU heating up during a row slows the late "
+                        "ones); fixed: ours, stock, ... every round (runs "
+                        "before 2026-11-30l)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
@@ -616,27 +631,35 @@ def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],
     return result, [lambda a=a, b=b: fn(a, b, offs) for a, b in sets]
 
 
+def round_orders(keys: Sequence[Any], timer: Timer) -> list[list[Any]]:
+    """The columns' order in each timing round (see ``Timer.order``)."""
+    keys = list(keys)
+    if timer.order == "fixed" or len(keys) < 2:
+        return [keys] * timer.rounds
+    n = len(keys)
+    return [keys[r % n:] + keys[:r % n]
+            for r in range(-(-timer.rounds // n) * n)]
+
+
 def _time_columns(calls: dict[Any, list[Callable[[], Any]]],
                   results: dict[Any, dict[str, Any]], timer: Timer,
                   fns: Optional[dict[Any, Callable[..., torch.Tensor]]]
-                  = None, names: Optional[dict[Any, str]] = None,
-                  alternate: bool = False) -> None:
-    """Times the columns in ``timer.rounds`` interleaved rounds; each
+                  = None, names: Optional[dict[Any, str]] = None) -> None:
+    """Times the columns in interleaved rounds (``round_orders``); each
     column's time is its median round (``{name}_rounds_us`` keeps all).
 
     The dicts share their keys: one per column, the column's name unless
     ``names`` maps a key to it (columns of several rows timed together).
-    ``fns`` gives each column's environment. ``alternate`` reverses the
-    columns' order every other round."""
+    ``fns`` gives each column's environment."""
+    orders = round_orders([key for key in calls if calls[key]], timer)
     per_round = dataclasses.replace(
-        timer, rep_ms=timer.rep_ms / timer.rounds,
-        min_runs=max(1, math.ceil(timer.min_runs / timer.rounds)))
+        timer, rep_ms=timer.rep_ms / len(orders),
+        min_runs=max(1, math.ceil(timer.min_runs / len(orders))))
     rounds: dict[Any, list[float]] = {key: [] for key in calls}
-    order = list(calls)
-    for index in range(timer.rounds):
-        for key in reversed(order) if alternate and index % 2 else order:
+    for order in orders:
+        for key in order:
             if not calls[key]:
-                continue
+                continue  # failed in an earlier round
             name = (names or {}).get(key, key)
             try:
                 with _column_env((fns or {}).get(key)):
@@ -670,8 +693,7 @@ def _run_rows_together(specs: Sequence[RowSpec],
                        machine: dict[str, Any], timer: Timer,
                        seeds: Sequence[int]) -> list[dict[str, Any]]:
     """Rows (with their columns ``fns[i]`` and seeds) whose columns are
-    timed in the same interleaved rounds; more than one row alternates
-    their order every other round (--pair-dtypes). As in ``_run_row``, a
+    timed in the same interleaved rounds (--pair-dtypes). As in ``_run_row``, a
     row whose inputs or reference fail is n/a alone."""
     rows, calls, results, row_fns, names = [], {}, {}, {}, {}
     for i, (spec, columns, seed) in enumerate(zip(specs, fns, seeds)):
@@ -692,8 +714,7 @@ def _run_rows_together(specs: Sequence[RowSpec],
             calls[key], results[key] = row_calls[name], row_results[name]
             row_fns[key], names[key] = columns[name], name
     if calls:
-        _time_columns(calls, results, timer, row_fns, names,
-                      alternate=len(specs) > 1)
+        _time_columns(calls, results, timer, row_fns, names)
     for (i, _), result in results.items():
         rows[i].update(result)
     for row in rows:
@@ -823,7 +844,7 @@ def _bench(args: argparse.Namespace) -> int:
     if "fp32" in args.dtypes:
         torch.backends.cuda.matmul.allow_tf32 = True
     timer = Timer(args.warmup_ms, args.rep_ms, args.min_runs, args.max_runs,
-                  args.rounds)
+                  args.rounds, args.column_order)
     out_dir = Path(args.out)
     results: dict[str, Any] = {
         "schema": 1,
@@ -841,7 +862,11 @@ def _bench(args: argparse.Namespace) -> int:
         "backend_env": dict(args.backend_env),
         "variants": {f"ours@{label}": env for label, env in args.variant},
         "timer": (f"median of {timer.rounds} interleaved rounds (ours, "
-                  "stock, ... per round); each round the median of "
+                  "stock, ... per round; "
+                  + ("each round starting one column later, rounds rounded "
+                     "up to a multiple of the columns"
+                     if timer.order == "rotate" else "the same order every "
+                     "round") + "); each round the median of "
                   f"per-call CUDA events, >= {timer.min_runs} runs / "
                   f"{timer.rep_ms:.0f} ms in all after "
                   f"{timer.warmup_ms:.0f} ms warm-up; inputs rotated when "
@@ -853,8 +878,7 @@ def _bench(args: argparse.Namespace) -> int:
     results.update(_machine(args.dtypes, timer))
     if args.pair_dtypes:
         results["timer"] += ("; the dtypes of a case x dist x pass in the "
-                             "same rounds, their order reversed every other "
-                             "round")
+                             "same rounds")
     status = 0
     done = 0
     for batch in _batches(plan, args.pair_dtypes):
