@@ -84,8 +84,14 @@ def _sm90_gemm_names(names):
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
 
+def _tf32_mn_b_direct() -> bool:
+    """OVERLAP_OPS_SM90_TF32_MN_B=direct: TF32 calls grouped along rows
+    with row-major weights run the Hopper kernel that reads them directly."""
+    return os.environ.get("OVERLAP_OPS_SM90_TF32_MN_B") == "direct"
+
+
 def _expected_family(device, dtype, hopper_tf32="sm80",
-                     grouped_along_k=False) -> str:
+                     grouped_along_k=False, b_n_major=False) -> str:
     """The kernel family a call with aligned operands should run, from the
     process's OVERLAP_OPS_GROUPED_MM_BACKEND, the GPU and the TF32 switch
     (the dispatch rules of GroupedMMKernels.h). hopper_tf32: the family
@@ -94,7 +100,9 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
     than the SM80 one); grouped_along_k: a 2d x 2d call, which TF32 WGMMA
     runs only on padded copies: forced SM90 takes them, auto only for
     large m and n (never the tests' small calls), and never with
-    OVERLAP_OPS_SM90_TF32_PADDED_K=off."""
+    OVERLAP_OPS_SM90_TF32_PADDED_K=off; b_n_major: a 2d x 3d call with
+    row-major weights, which OVERLAP_OPS_SM90_TF32_MN_B=direct gives to
+    the Hopper kernels."""
     requested = os.environ.get(_BACKEND_ENV) or "auto"
     major = torch.cuda.get_device_capability(device)[0]
     tf32 = dtype == torch.float32
@@ -103,7 +111,9 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
     if requested == "auto":
         requested = {9: "sm90", 8: "sm80", 12: "sm80"}.get(major, "generic")
         if requested == "sm90" and tf32:
-            return "sm80" if grouped_along_k else hopper_tf32
+            if grouped_along_k:
+                return "sm80"
+            return "sm90" if b_n_major and _tf32_mn_b_direct() else hopper_tf32
     if requested == "sm90" and major != 9:
         return "generic"
     if requested == "sm80" and major < 8:
@@ -223,7 +233,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
                                 carveout=carveout)
         names = [name for name, _ in grids]
         family = _expected_family(
-            device, dtype, grouped_along_k=call == "wgrad_empty_group")
+            device, dtype, grouped_along_k=call == "wgrad_empty_group",
+            b_n_major=call in ("fwd_bias", "fwd_bias_strided"))
         if call == "wgrad_empty_group":
             # No bias: the tensor-core paths' fill writes the k = 0 zeros,
             # so no finishing kernel runs.
@@ -315,7 +326,7 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         # others need a copy of B that only SM90 makes: SM80 at this size.
         expected = _expected_family(
             device, dtype, hopper_tf32="sm90" if layout == "3d_2d" else "sm80",
-            grouped_along_k=layout == "2d_2d")
+            grouped_along_k=layout == "2d_2d", b_n_major=layout == "2d_3d")
         sizes = [40, 0, 72, 24, 56]
         offs = make_offsets(sizes, device)
         total = sum(sizes)
@@ -964,6 +975,93 @@ class TestSm90Tf32ShortK(HopperTestCase):
         self.assertFalse(short & long, (short, long))
 
 
+class TestTf32MnBDirect(HopperTestCase):
+    """OVERLAP_OPS_SM90_TF32_MN_B=direct (an experiment, off by default):
+    TF32 calls grouped along rows with row-major (N-major) weights run the
+    swapped Hopper kernel, D^T = W^T X^T with W^T read through registers
+    (GroupedMMSm90Tf32MnB.cuh), and no transposing copy of the weights.
+    Checked against float64 per group."""
+
+    _KERNEL = "Tf32RegisterAMainloop"
+
+    def _direct(self):
+        # The backend pinned to auto too, so a suite run with another one
+        # forced still tests this kernel.
+        return unittest.mock.patch.dict(
+            os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "direct",
+                         _BACKEND_ENV: "auto"})
+
+    def _names(self, a, b, offs, bias):
+        return [name for name, _ in launched_kernels(
+            lambda: _grouped_mm(a, b, offs, bias))]
+
+    def _check(self, device, sizes, k, n, bias=False, extra_rows=0,
+               offs_dtype=torch.int32):
+        offs = make_offsets(sizes, device).to(offs_dtype)
+        a = _randn(sum(sizes) + extra_rows, k, device=device,
+                   dtype=torch.float32)
+        b = _randn(len(sizes), k, n, device=device, dtype=torch.float32)
+        bias_t = (_randn(len(sizes), n, device=device, dtype=torch.float32)
+                  if bias else None)
+        with self._direct(), _allow_tf32(True):
+            self._run_and_check(a, b, offs, bias_t)
+            # Last: under compute-sanitizer the profiler records nothing
+            # and this skips, after the call above ran under memcheck.
+            names = self._names(a, b, offs, bias_t)
+        gemms = _sm90_gemm_names(names)
+        self.assertEqual(len(gemms), 1, names)
+        self.assertIn(self._KERNEL, gemms[0])
+        self.assertFalse(any("relayout_kernel" in name for name in names),
+                         names)
+
+    @parametrize("pattern", ["ragged", "empty_and_one_row", "skewed"])
+    def test_matches_reference(self, device, pattern):
+        # K not a multiple of the 32-float tile, N not of the 128-row one,
+        # group sizes not of the 256-token one.
+        sizes = {
+            "ragged": [300, 129, 1, 640, 77],
+            "empty_and_one_row": [0, 1, 0, 0, 260, 1, 0],
+            "skewed": group_sizes("skewed", 1500, 9),
+        }[pattern]
+        self._check(device, sizes, k=72, n=200)
+
+    def test_bias_k0_free_rows_past_the_last_offset(self, device):
+        # The epilogue adds each group's bias along D^T's rows; rows past
+        # offs[-1] are zeros.
+        self._check(device, [33, 0, 190, 4], k=40, n=136, bias=True,
+                    extra_rows=23)
+
+    @parametrize("offs_dtype", [torch.int32, torch.int64])
+    def test_more_than_1024_groups(self, device, offs_dtype):
+        sizes = [(i * 7) % 5 for i in range(1500)]  # zeros and 1..4
+        self._check(device, sizes, k=32, n=64, offs_dtype=offs_dtype)
+
+    def test_off_by_default(self, device):
+        # Without the switch the same call copies the weights K-major or
+        # runs the SM80 kernels; the swapped kernel never runs.
+        sizes = [64, 96]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
+        b = _randn(2, 64, 128, device=device, dtype=torch.float32)
+        with unittest.mock.patch.dict(
+                os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "copy",
+                             _BACKEND_ENV: "auto"}), _allow_tf32(True):
+            names = self._names(a, b, offs, None)
+        self.assertTrue(names)
+        self.assertFalse(any(self._KERNEL in name for name in names), names)
+
+    def test_bad_value_raises(self, device):
+        a = _randn(8, 16, device=device, dtype=torch.float32)
+        b = _randn(2, 16, 8, device=device, dtype=torch.float32)
+        offs = make_offsets([3, 5], device)
+        with unittest.mock.patch.dict(
+                os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "swapped"}), \
+                _allow_tf32(True):
+            with self.assertRaisesRegex(RuntimeError,
+                                        "OVERLAP_OPS_SM90_TF32_MN_B"):
+                _grouped_mm(a, b, offs)
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
@@ -972,6 +1070,8 @@ instantiate_device_type_tests(TestTf32PaddedK, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestSm90SingleKernelTiles, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestTf32MnBDirect, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 #
 #   tools/check_cuda_compile.sh          # every CUDA file except 12 of the 13
 #                                        # CUTLASS SM90 and 4 of the 5 SM80
-#                                        # instantiations
+#                                        # instantiations (the TF32 N-major
+#                                        # unit, _tf32_mn, is compiled)
 #   tools/check_cuda_compile.sh --all    # all of them (~30 min on 2 cores)
 #   tools/check_cuda_compile.sh FILE...  # only these sources (paths or file
 #                                        # names, .cu or .cpp)
@@ -33,7 +34,7 @@ case "${1:-}" in
     ;;
   --all) ;;
   "")
-    export OVERLAP_OPS_CUDA_SOURCES='^(?!GroupedMMSm[89]0_)|^GroupedMMSm90_bf16_rr\.cu$|^GroupedMMSm80_bf16\.cu$'
+    export OVERLAP_OPS_CUDA_SOURCES='^(?!GroupedMMSm[89]0_)|^GroupedMMSm90_bf16_rr\.cu$|^GroupedMMSm90_tf32_mn\.cu$|^GroupedMMSm80_bf16\.cu$'
     ;;
   *)
     names=()

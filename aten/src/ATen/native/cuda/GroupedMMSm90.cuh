@@ -112,6 +112,9 @@ struct GroupedGemm {
   using LayoutB = std::conditional_t<kBRowMajor, cutlass::layout::RowMajor,
                                      cutlass::layout::ColumnMajor>;
   using LayoutD = cutlass::layout::RowMajor;
+  // The fill writes each group's problem as it is (see GroupedGemmTf32MnB
+  // for the swapped one).
+  static constexpr bool kSwapAB = false;
   static constexpr int kAlignIn = 16 / sizeof(ElementIn);
   static constexpr int kAlignOut = 16 / sizeof(ElementOut);
 
@@ -197,19 +200,28 @@ struct Sm90ArgumentWriter {
   int64_t bias_row_stride = 0;  // N
 
   __device__ void operator()(int64_t g, const Group& p) const {
-    out.shapes[g] = cute::make_shape(
-        skipped_by_gemm(p) ? 0 : static_cast<int>(p.m),
-        static_cast<int>(p.n), static_cast<int>(p.k));
-    out.a[g] = a + p.a_offset;
-    out.b[g] = b + p.b_offset;
+    const int rows = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
+    if constexpr (G::kSwapAB) {
+      // D^T = B^T A^T: the GEMM's A is this group's B and its rows are
+      // D's columns.
+      out.shapes[g] = cute::make_shape(static_cast<int>(p.n), rows,
+                                       static_cast<int>(p.k));
+      out.a[g] = b + p.b_offset;
+      out.b[g] = a + p.a_offset;
+      out.stride_a[g] = stride_with_leading_dim<typename G::StrideA>(ld.b);
+      out.stride_b[g] = stride_with_leading_dim<typename G::StrideB>(ld.a);
+    } else {
+      out.shapes[g] = cute::make_shape(rows, static_cast<int>(p.n),
+                                       static_cast<int>(p.k));
+      out.a[g] = a + p.a_offset;
+      out.b[g] = b + p.b_offset;
+      out.stride_a[g] = stride_with_leading_dim<typename G::StrideA>(ld.a);
+      out.stride_b[g] = stride_with_leading_dim<typename G::StrideB>(ld.b);
+    }
     out.d[g] = d + p.d_offset;
     if (out.bias != nullptr) {
       out.bias[g] = bias + g * bias_row_stride;
     }
-    out.stride_a[g] =
-        stride_with_leading_dim<typename G::StrideA>(ld.a);
-    out.stride_b[g] =
-        stride_with_leading_dim<typename G::StrideB>(ld.b);
     out.stride_d[g] =
         stride_with_leading_dim<typename G::StrideD>(ld.d);
   }

@@ -78,6 +78,15 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
   return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
+// OVERLAP_OPS_SM90_TF32_MN_B=direct (an experiment, not yet measured):
+// TF32 calls grouped along rows whose B is N-major (row-major weights) run
+// the swapped kernel that reads B as it is (GroupedMMSm90Tf32MnB.cuh),
+// instead of a transposing copy of B or the SM80 kernels; copy (the
+// default) keeps the route of GroupedMMTf32Route.h.
+bool tf32_mn_b_direct_requested() {
+  return env_choice("OVERLAP_OPS_SM90_TF32_MN_B", {"copy", "direct"}) == 2;
+}
+
 // OVERLAP_OPS_SM90_TILE=small|medium|large|large_solo|wide
 // pins the tile config for tuning runs (tools/gpu_session.sh benchtiles)
 // where it applies (forced_tile_config); unset or auto uses the heuristic.
@@ -166,10 +175,17 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
     choice.tf32_short_k = false;
   }
   const bool padded_k_on = padded_k_allowed();
+  const bool mn_b_requested = tf32_mn_b_direct_requested();
   const bool tf32 = in == kFloat;
+  const bool mn_b_direct = tf32 && mn_b_requested &&
+      args.geo.grouped == GroupedDim::kRows &&
+      major_of(args.geo.b) == Major::kRow;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
-  const std::optional<Major> need_b = sm90_b_major(args.geo.grouped, tf32);
-  if (tf32 && !sm90_takes_tf32(args.geo, need_a, need_b, padded_k_on)) {
+  const std::optional<Major> need_b = mn_b_direct
+      ? std::optional(Major::kRow)
+      : sm90_b_major(args.geo.grouped, tf32);
+  if (tf32 && !mn_b_direct &&
+      !sm90_takes_tf32(args.geo, need_a, need_b, padded_k_on)) {
     return false;  // the SM80 kernels take it
   }
   const bool padded_k = tf32 && args.geo.grouped == GroupedDim::kReduction;
@@ -186,8 +202,9 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  const char* error =
-      run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
+  const char* error = mn_b_direct
+      ? sm90::run_sm90_tf32_mn_b(args, ld, choice)
+      : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   // Otherwise nothing to finish: the epilogue added the bias, the fill
   // wrote the k = 0 groups and the tail.

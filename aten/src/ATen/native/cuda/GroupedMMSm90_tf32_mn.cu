@@ -1,0 +1,13 @@
+// TF32 with N-major (row-major) weights read as they are: the swapped
+// problem of GroupedMMSm90Tf32MnB.cuh, its own file so it compiles in
+// parallel with the other instantiations.
+#include <ATen/native/cuda/GroupedMMSm90Tf32MnB.cuh>
+
+namespace at::native::grouped_mm::sm90 {
+
+const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
+                               TileChoice choice) {
+  return run_grouped_gemm<GroupedGemmTf32MnB>(args, ld, choice);
+}
+
+}  // namespace at::native::grouped_mm::sm90
