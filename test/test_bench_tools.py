@@ -942,6 +942,25 @@ class TestMergeRuns(TestCase):
         summary = report.summarize(merged["rows"])[0]
         self.assertAlmostEqual(summary.geomean["ours/stock"], 1.0)
 
+    def test_header_names_each_parts_floor(self):
+        first = self._run([("a", "fwd", 200.0, 100.0)], timestamp="t1",
+                          floor_peak_tflops=687.0, copy_gbps=4227.0,
+                          peak_tflops={"bf16": 687.0, "fp16": 728.0})
+        second = self._run([("b", "fwd", 100.0, 200.0)], timestamp="t2",
+                           floor_peak_tflops=706.0, copy_gbps=4232.0,
+                           peak_tflops={"bf16": 706.0})
+        merged = merge_runs.merge([first, second])
+        self.assertEqual([p["floor_peak_tflops"] for p in merged["parts"]],
+                         [687.0, 706.0])
+        header = "\n".join(report._header(merged))
+        self.assertIn("  - part 1 (t1): P = 687 TFLOP/s, B = 4227 GB/s; "
+                      "dense mm peaks (8192^3): bf16 687, fp16 728", header)
+        self.assertIn("  - part 2 (t2): P = 706 TFLOP/s, B = 4232 GB/s", header)
+        self.assertNotIn("used for every dtype), bytes", header)
+        # One run keeps the one-line form.
+        single = "\n".join(report._header(first))
+        self.assertIn("- floor = max(FLOPs / 687 TFLOP/s", single)
+
     def test_mismatched_runs_and_duplicate_rows_are_refused(self):
         first = self._run([("a", "fwd", 1.0, 1.0)])
         with self.assertRaisesRegex(ValueError, "run 2 has gpu"):

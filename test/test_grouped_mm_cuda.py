@@ -1036,6 +1036,19 @@ class TestTf32MnBDirect(HopperTestCase):
         sizes = [(i * 7) % 5 for i in range(1500)]  # zeros and 1..4
         self._check(device, sizes, k=32, n=64, offs_dtype=offs_dtype)
 
+    def test_unaligned_weights_take_the_copy_route(self, device):
+        # N = 18 floats: rows of the weights are not 16-byte aligned, so
+        # TMA cannot read them as they are; the call goes the default way.
+        sizes = [40, 0, 88]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes), 32, device=device, dtype=torch.float32)
+        b = _randn(3, 32, 18, device=device, dtype=torch.float32)
+        with self._direct(), _allow_tf32(True):
+            self._run_and_check(a, b, offs)
+            names = self._names(a, b, offs, None)
+        self.assertTrue(names)
+        self.assertFalse(any(self._KERNEL in name for name in names), names)
+
     def test_off_by_default(self, device):
         # Without the switch the same call copies the weights K-major or
         # runs the SM80 kernels; the swapped kernel never runs.

@@ -339,9 +339,35 @@ def summary_table(results: dict[str, Any]) -> str:
     return "\n".join([caption] + lines)
 
 
+def _peaks(peaks: Optional[dict[str, float]]) -> str:
+    return ", ".join(f"{k} {v:.0f}" for k, v in (peaks or {}).items())
+
+
+def _floor_lines(results: dict[str, Any]) -> list[str]:
+    """How the floor was measured: one run's peak and copy bandwidth, or
+    each merged part's (every row's floor used its own part's)."""
+    parts = results.get("parts") or []
+    if len(parts) < 2:
+        return [
+            f"- floor = max(FLOPs / {results.get('floor_peak_tflops', 0):.0f} "
+            "TFLOP/s (measured dense bf16 mm peak, used for every dtype), "
+            f"bytes / {results.get('copy_gbps', 0):.0f} GB/s (measured "
+            "device-to-device copy, read + write))",
+            "- measured dense mm peaks, TFLOP/s (8192^3): "
+            f"{_peaks(results.get('peak_tflops')) or 'n/a'}"]
+    lines = ["- floor = max(FLOPs / P, bytes / B), P the measured dense bf16 "
+             "mm peak (used for every dtype) and B the measured "
+             "device-to-device copy (read + write) of the row's own part:"]
+    for index, part in enumerate(parts, start=1):
+        lines.append(
+            f"  - part {index} ({part.get('timestamp') or '?'}): P = "
+            f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "
+            f"{part.get('copy_gbps') or 0:.0f} GB/s; dense mm peaks "
+            f"(8192^3): {_peaks(part.get('peak_tflops')) or 'n/a'}")
+    return lines
+
+
 def _header(results: dict[str, Any]) -> list[str]:
-    peaks = results.get("peak_tflops", {})
-    own = ", ".join(f"{k} {v:.0f}" for k, v in peaks.items())
     lines = [
         "# Grouped GEMM benchmark",
         "",
@@ -351,11 +377,7 @@ def _header(results: dict[str, Any]) -> list[str]:
         f"- suite: `{results.get('shapes_path', '?')}`",
         f"- {_ours_label(results)} = `torch.ops.overlap_ops.grouped_mm`; "
         "stock = `torch._grouped_mm` of the same torch, same run",
-        f"- floor = max(FLOPs / {results.get('floor_peak_tflops', 0):.0f} "
-        "TFLOP/s (measured dense bf16 mm peak, used for every dtype), "
-        f"bytes / {results.get('copy_gbps', 0):.0f} GB/s (measured "
-        "device-to-device copy, read + write))",
-        f"- measured dense mm peaks, TFLOP/s (8192^3): {own or 'n/a'}",
+        *_floor_lines(results),
         f"- timing: {results.get('timer', '?')}",
     ]
     if not results.get("complete", True):

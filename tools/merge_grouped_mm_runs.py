@@ -11,7 +11,8 @@ measured side by side within one run; only the rows' grouping into tables and
 geometric means spans runs. The runs must share GPU, torch and suite, and no
 row (case, dist, dtype, pass) may appear twice. Same-run variant columns are
 left out (not every run has them; they stay in the part's own report). The
-header's peaks are the first run's; the command line lists every part.
+header lists each part's measured peak and copy bandwidth (each row's floor
+uses its own part's) and its command line.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged["command"] = " ; ".join(
         f"[{run.get('timestamp', '?')}] {run.get('command', '?')}"
         for run in runs)
+    # Each row's floor came from its own part's measurements.
+    merged["parts"] = [
+        {key: run.get(key) for key in
+         ("timestamp", "floor_peak_tflops", "copy_gbps", "peak_tflops")}
+        for run in runs]
     return merged
 
 

@@ -101,6 +101,26 @@ struct HalfK {
 template <typename Config>
 using SameK = Config;
 
+// The epilogue of the Hopper kernels: D = acc + the group's bias, Bias
+// being a row or column broadcast with a pointer per group, stored through
+// TMA in LayoutD.
+template <typename Config, typename ElementOut, typename LayoutD,
+          typename Bias>
+struct BiasEpilogue {
+  static constexpr int kAlignOut = 16 / sizeof(ElementOut);
+  using Op = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<
+          cutlass::plus, ElementOut, float,
+          cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90AccFetch, Bias>;
+  using Collective = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
+      typename Config::EpilogueSchedule, Op>::CollectiveOp;
+};
+
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           typename Config>
 struct GroupedGemm {
@@ -116,7 +136,6 @@ struct GroupedGemm {
   // for the swapped one).
   static constexpr bool kSwapAB = false;
   static constexpr int kAlignIn = 16 / sizeof(ElementIn);
-  static constexpr int kAlignOut = 16 / sizeof(ElementOut);
 
   // D = acc + the group's bias row, fused into the epilogue: a pointer per
   // group (filled on the device), or no pointer array at all, and the row
@@ -128,19 +147,8 @@ struct GroupedGemm {
   using BiasRow = cutlass::epilogue::fusion::Sm90RowBroadcast<
       0, typename Config::TileShape, float*, float,
       cute::Stride<cute::_0, cute::_1, cute::_0>, 1>;
-  using EpilogueOp = cutlass::epilogue::fusion::Sm90EVT<
-      cutlass::epilogue::fusion::Sm90Compute<
-          cutlass::plus, ElementOut, ElementAcc,
-          cutlass::FloatRoundStyle::round_to_nearest>,
-      cutlass::epilogue::fusion::Sm90AccFetch, BiasRow>;
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      typename Config::TileShape, typename Config::ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc,
-      void, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
-      typename Config::EpilogueSchedule,
-      EpilogueOp>::CollectiveOp;
+  using Epilogue = typename BiasEpilogue<Config, ElementOut, LayoutD,
+                                         BiasRow>::Collective;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn,

@@ -177,9 +177,13 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const bool padded_k_on = padded_k_allowed();
   const bool mn_b_requested = tf32_mn_b_direct_requested();
   const bool tf32 = in == kFloat;
+  // B must also be aligned for TMA as it is; otherwise the copy route
+  // (which makes an aligned K-major copy) keeps the call on SM90.
   const bool mn_b_direct = tf32 && mn_b_requested &&
       args.geo.grouped == GroupedDim::kRows &&
-      major_of(args.geo.b) == Major::kRow;
+      major_of(args.geo.b) == Major::kRow &&
+      aligned(args.b, args.geo.b, Major::kRow,
+              kTmaAlignBytes / static_cast<int64_t>(sizeof(float)));
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = mn_b_direct
       ? std::optional(Major::kRow)

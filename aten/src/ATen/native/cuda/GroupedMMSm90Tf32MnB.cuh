@@ -200,25 +200,14 @@ struct GroupedGemmTf32MnB {
   using LayoutA = cutlass::layout::ColumnMajor;  // W^T: N contiguous
   using LayoutB = cutlass::layout::ColumnMajor;  // X^T: K contiguous
   using LayoutD = cutlass::layout::ColumnMajor;  // D^T: D row-major
-  static constexpr int kAlign = 16 / sizeof(float);
 
   // D^T = acc + the group's bias, which runs along D^T's rows: a column
   // broadcast (the K-major kernels' row broadcast, transposed).
   using BiasCol = cutlass::epilogue::fusion::Sm90ColBroadcast<
       0, typename Config::TileShape, float*, float,
       cute::Stride<cute::_1, cute::_0, cute::_0>, 1>;
-  using EpilogueOp = cutlass::epilogue::fusion::Sm90EVT<
-      cutlass::epilogue::fusion::Sm90Compute<
-          cutlass::plus, float, float,
-          cutlass::FloatRoundStyle::round_to_nearest>,
-      cutlass::epilogue::fusion::Sm90AccFetch, BiasCol>;
-
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
-      typename Config::TileShape, typename Config::ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
-      LayoutD*, kAlign, float, LayoutD*, kAlign,
-      typename Config::EpilogueSchedule, EpilogueOp>::CollectiveOp;
+  using Epilogue =
+      typename BiasEpilogue<Config, float, LayoutD, BiasCol>::Collective;
 
   // Stages as CUTLASS's builder counts them for pointer-array kernels:
   // shared memory less the two tensor maps, the scheduler's pipeline and
