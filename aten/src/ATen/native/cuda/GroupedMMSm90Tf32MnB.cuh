@@ -26,16 +26,10 @@
 
 namespace at::native::grouped_mm::sm90 {
 
-// 128 weight rows x 256 tokens x 32 floats (the short K tile: four stages,
-// as the K-major TF32 kernels), one CTA per cluster, cooperative.
-struct Tf32MnBTileConfig {
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_32>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using KernelSchedule =
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
-  using EpilogueSchedule =
-      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-};
+// large_solo with the short K tile, as the K-major TF32 kernels run it:
+// 128 weight rows x 256 tokens x 32 floats (four stages), no cluster,
+// cooperative.
+using Tf32MnBTileConfig = HalfK<LargeSoloTileConfig>;
 
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both
 // operands from shared memory) is never instantiated; it is given an SS
