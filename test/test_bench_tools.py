@@ -37,6 +37,7 @@ import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 import compare_grouped_mm_runs as compare_runs  # noqa: E402
 import merge_grouped_mm_runs as merge_runs  # noqa: E402
+import probe_power  # noqa: E402
 import tile_fill  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
@@ -909,6 +910,54 @@ class TestCompareRuns(TestCase):
             with self.assertRaises(SystemExit):
                 compare_runs.main(["/nonexistent.json", "/nonexistent2.json"])
         self.assertIn("does not exist", err.getvalue())
+
+
+class TestProbePower(TestCase):
+    """tools/probe_power.py: the parts that need no GPU."""
+
+    def test_samples_parsed_and_summarized(self):
+        text = ("1980, 650.50, 61\n"
+                "1755, 700.00, 64\n"
+                "[N/A], 10.0, 50\n"      # not measured: skipped
+                "1830, 690.0\n"          # cut short: skipped
+                "1900, 680.00, 63\n")
+        samples = probe_power.parse_samples(text)
+        self.assertEqual([s.sm_mhz for s in samples], [1980, 1755, 1900])
+        stats = probe_power.summarize(samples)
+        self.assertEqual(stats["sm_mhz"], 1900)
+        self.assertAlmostEqual(stats["watts"], (650.5 + 700 + 680) / 3)
+        self.assertEqual(stats["max_celsius"], 64)
+        self.assertEqual(probe_power.summarize([]),
+                         {"sm_mhz": None, "watts": None,
+                          "max_celsius": None})
+        self.assertAlmostEqual(probe_power.joules_per_call(600.0, 5000.0),
+                               3.0)
+        self.assertIsNone(probe_power.joules_per_call(None, 5000.0))
+
+    def test_render_and_arguments(self):
+        args = probe_power._parse_args(
+            ["--case", "mixtral_8x7b_w2", "--variant",
+             "large:OVERLAP_OPS_SM90_TILE=large"])
+        self.assertEqual((args.dist, args.dtype, args.pass_name),
+                         ("balanced", "bf16", "fwd"))
+        self.assertEqual(args.variant,
+                         [("large", {"OVERLAP_OPS_SM90_TILE": "large"})])
+        probe = {"gpu": "H200", "torch": "2.11", "seconds": 3.0,
+                 "sample_ms": 50, "checks": {"ours": "pass"},
+                 "row": {"case": "c", "dist": "balanced", "dtype": "bf16",
+                         "pass": "fwd"},
+                 "results": [{"column": "ours", "round": 0,
+                              "us_per_call": 5800.0, "sm_mhz": 1755.0,
+                              "watts": 690.0, "max_celsius": 64.0,
+                              "joules_per_call": 4.002},
+                             {"column": "stock", "round": 0,
+                              "us_per_call": 5700.0, "sm_mhz": None,
+                              "watts": None, "max_celsius": None,
+                              "joules_per_call": None}]}
+        md = probe_power.render(probe)
+        self.assertIn("| ours | 0 | 5800.0 | 1755 | 690.0 | 64 | 4.002 |",
+                      md)
+        self.assertIn("| stock | 0 | 5700.0 | n/a | n/a | n/a | n/a |", md)
 
 
 class TestMergeRuns(TestCase):

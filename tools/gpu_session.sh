@@ -289,6 +289,18 @@ for stage in "$@"; do
       echo "bench: $left s left"
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -60
       ;;
+    power)
+      # SM clock, power and time per call of each column of one row, each
+      # column alone (tools/probe_power.py); POWER_ARGS picks the row and
+      # variants (default: the Mixtral row whose later rounds slowed, with
+      # the 2-CTA cluster config as a third column).
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "power: $left s left"
+      timeout "$left" python3 tools/probe_power.py --out "$OUT/power" \
+        ${POWER_ARGS:---case mixtral_8x7b_w2 --dist balanced --dtype bf16 \
+        --pass fwd --seconds 3 --variant large:OVERLAP_OPS_SM90_TILE=large} \
+        2>&1 | tail -20
+      ;;
     benchpadk)
       # TF32 wgrad (2d x 2d) by the default route (SM90 through padded
       # K-major copies where 1/m + 1/n < 1/700) against the SM80 kernels
