@@ -197,6 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("probe_power: needs a CUDA GPU", file=sys.stderr)
         return 1
     bench._import_ours([])
+    if args.dtype == "fp32":
+        torch.backends.cuda.matmul.allow_tf32 = True  # as the benchmark
     probe = _probe(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
