@@ -1006,6 +1006,15 @@ class TestMergeRuns(TestCase):
                       "dense mm peaks (8192^3): bf16 687, fp16 728", header)
         self.assertIn("  - part 2 (t2): P = 706 TFLOP/s, B = 4232 GB/s", header)
         self.assertNotIn("used for every dtype), bytes", header)
+        self.assertNotIn("timed differently", header)  # neither has a timer
+        # A merge of a merge keeps every part; differing timers are named.
+        third = self._run([("c", "fwd", 1.0, 1.0)], timestamp="t3",
+                          timer="fixed order")
+        again = merge_runs.merge([merged, third])
+        self.assertEqual([p["timestamp"] for p in again["parts"]],
+                         ["t1", "t2", "t3"])
+        self.assertIn("part 3: fixed order",
+                      "\n".join(report._header(again)))
         # One run keeps the one-line form.
         single = "\n".join(report._header(first))
         self.assertIn("- floor = max(FLOPs / 687 TFLOP/s", single)

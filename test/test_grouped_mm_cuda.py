@@ -1067,9 +1067,11 @@ class TestTf32MnBDirect(HopperTestCase):
         a = _randn(8, 16, device=device, dtype=torch.float32)
         b = _randn(2, 16, 8, device=device, dtype=torch.float32)
         offs = make_offsets([3, 5], device)
+        # The backend pinned to auto: with sm80 or generic forced the Hopper
+        # dispatch, which reads the switch, is never reached.
         with unittest.mock.patch.dict(
-                os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "swapped"}), \
-                _allow_tf32(True):
+                os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "swapped",
+                             _BACKEND_ENV: "auto"}), _allow_tf32(True):
             with self.assertRaisesRegex(RuntimeError,
                                         "OVERLAP_OPS_SM90_TF32_MN_B"):
                 _grouped_mm(a, b, offs)

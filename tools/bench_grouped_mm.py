@@ -219,7 +219,8 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "so every column is timed once in every position "
                         "(a GPU heating up during a row slows the late "
                         "ones); fixed: ours, stock, ... every round (runs "
-                        "before 2026-11-30l)")
+                        "before 2026-11-30l, but for --pair-dtypes, which "
+                        "reversed every other round then)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
@@ -863,14 +864,15 @@ def _bench(args: argparse.Namespace) -> int:
         "variants": {f"ours@{label}": env for label, env in args.variant},
         "timer": (f"median of {timer.rounds} interleaved rounds (ours, "
                   "stock, ... per round; "
-                  + ("each round starting one column later, rounds rounded "
-                     "up to a multiple of the columns"
+                  + ("each round starting one column later, the "
+                     f"{timer.rounds} rounded up to a multiple of the "
+                     "columns timed together"
                      if timer.order == "rotate" else "the same order every "
                      "round") + "); each round the median of "
                   f"per-call CUDA events, >= {timer.min_runs} runs / "
-                  f"{timer.rep_ms:.0f} ms in all after "
-                  f"{timer.warmup_ms:.0f} ms warm-up; inputs rotated when "
-                  "a set is < 2x L2"),
+                  f"{timer.rep_ms:.0f} ms in all, after a "
+                  f"{timer.warmup_ms:.0f} ms warm-up in every round; "
+                  "inputs rotated when a set is < 2x L2"),
         "tolerance": _TOLERANCE,
         "group_sizes": {},
         "rows": [],

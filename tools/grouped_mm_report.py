@@ -364,6 +364,11 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
             f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "
             f"{part.get('copy_gbps') or 0:.0f} GB/s; dense mm peaks "
             f"(8192^3): {_peaks(part.get('peak_tflops')) or 'n/a'}")
+    timers = {part.get("timer") for part in parts}
+    if len(timers) > 1:
+        lines.append("- the parts were timed differently: " + "; ".join(
+            f"part {i}: {part.get('timer') or '?'}"
+            for i, part in enumerate(parts, start=1)))
     return lines
 
 

@@ -77,11 +77,13 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged["command"] = " ; ".join(
         f"[{run.get('timestamp', '?')}] {run.get('command', '?')}"
         for run in runs)
-    # Each row's floor came from its own part's measurements.
+    # Each row's floor and timing came from its own part (a part that is
+    # itself a merge brings its parts).
     merged["parts"] = [
-        {key: run.get(key) for key in
-         ("timestamp", "floor_peak_tflops", "copy_gbps", "peak_tflops")}
-        for run in runs]
+        part for run in runs for part in (run.get("parts") or [
+            {key: run.get(key) for key in
+             ("timestamp", "floor_peak_tflops", "copy_gbps", "peak_tflops",
+              "timer")}])]
     return merged
 
 

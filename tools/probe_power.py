@@ -12,7 +12,9 @@ clock for it once it is hot; this shows whether ours does.
         --variant large:OVERLAP_OPS_SM90_TILE=large --out results/power
 
 Columns (ours, stock, each --variant) run in rotating order for --rounds
-rounds, each for --seconds after a short warm-up, while nvidia-smi samples
+rounds (rounded up to a multiple of the columns, so each column runs once
+in every position), each for --seconds after a 1.2 s warm-up (power.draw
+is a 1 s average on Hopper), while nvidia-smi samples
 the SM clock, the power draw and the temperature every 50 ms. Each column
 is checked against the float64 reference first (as in the benchmark).
 Writes power.json and power.md under --out.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +40,10 @@ import grouped_mm_cases as cases
 
 _QUERY = "clocks.sm,power.draw,temperature.gpu"
 _SAMPLE_MS = 50
-_WARMUP_S = 0.3
+# power.draw is a 1 s running average on Hopper: each column runs this
+# long before sampling starts, so its samples do not carry the previous
+# column's power.
+_WARMUP_S = 1.2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +155,9 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
                 sampler.terminate()
                 text, _ = sampler.communicate(timeout=10)
             stats = summarize(parse_samples(text))
+            if stats["sm_mhz"] is None:
+                bench._progress(f"round {round_index} {name}: nvidia-smi "
+                                "gave no samples")
             results.append({"column": name, "round": round_index,
                             "calls": count, "us_per_call": us, **stats,
                             "joules_per_call":
@@ -158,8 +167,9 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
     return {"gpu": props.name, "torch": torch.__version__,
             "row": {k: row[k] for k in ("case", "dist", "dtype", "pass",
                                         "flops", "bytes")},
-            "checks": {name: checks[name].get(f"{name}_check")
-                       for name in columns},
+            "checks": {name: (checks[name].get(f"{name}_check"),
+                              checks[name].get(f"{name}_error"))
+                       for name in fns},
             "seconds": args.seconds, "sample_ms": _SAMPLE_MS,
             "variants": {f"ours@{label}": env
                          for label, env in args.variant},
@@ -193,8 +203,8 @@ def render(probe: dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse_args(argv)
-    if not torch.cuda.is_available():
-        print("probe_power: needs a CUDA GPU", file=sys.stderr)
+    if not torch.cuda.is_available() or shutil.which("nvidia-smi") is None:
+        print("probe_power: needs a CUDA GPU and nvidia-smi", file=sys.stderr)
         return 1
     bench._import_ours([])
     if args.dtype == "fp32":
