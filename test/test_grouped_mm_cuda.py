@@ -84,14 +84,20 @@ def _sm90_gemm_names(names):
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
 
-def _tf32_mn_b_direct() -> bool:
-    """OVERLAP_OPS_SM90_TF32_MN_B=direct: TF32 calls grouped along rows
-    with row-major weights run the Hopper kernel that reads them directly."""
-    return os.environ.get("OVERLAP_OPS_SM90_TF32_MN_B") == "direct"
+def _tf32_mn_b_direct(rows: int, groups: int) -> bool:
+    """Whether a TF32 call grouped along rows with row-major weights (rows
+    of a in groups groups) runs the Hopper kernel that reads them directly:
+    OVERLAP_OPS_SM90_TF32_MN_B=direct always, copy never, auto (the
+    default) where GroupedMMTf32Route.h says it wins."""
+    mode = os.environ.get("OVERLAP_OPS_SM90_TF32_MN_B") or "auto"
+    if mode == "auto":
+        return torch.ops.overlap_ops._tf32_mn_b_direct_wins(rows, groups)
+    return mode == "direct"
 
 
 def _expected_family(device, dtype, hopper_tf32="sm80",
-                     grouped_along_k=False, b_n_major=False) -> str:
+                     grouped_along_k=False, b_n_major=False,
+                     rows=0, groups=1) -> str:
     """The kernel family a call with aligned operands should run, from the
     process's OVERLAP_OPS_GROUPED_MM_BACKEND, the GPU and the TF32 switch
     (the dispatch rules of GroupedMMKernels.h). hopper_tf32: the family
@@ -101,8 +107,8 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
     runs only on padded copies: forced SM90 takes them, auto only for
     large m and n (never the tests' small calls), and never with
     OVERLAP_OPS_SM90_TF32_PADDED_K=off; b_n_major: a 2d x 3d call with
-    row-major weights, which OVERLAP_OPS_SM90_TF32_MN_B=direct gives to
-    the Hopper kernels."""
+    row-major weights (rows of a in groups groups), which the Hopper kernel
+    that reads them directly may take (_tf32_mn_b_direct)."""
     requested = os.environ.get(_BACKEND_ENV) or "auto"
     major = torch.cuda.get_device_capability(device)[0]
     tf32 = dtype == torch.float32
@@ -113,7 +119,9 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
         if requested == "sm90" and tf32:
             if grouped_along_k:
                 return "sm80"
-            return "sm90" if b_n_major and _tf32_mn_b_direct() else hopper_tf32
+            if b_n_major and _tf32_mn_b_direct(rows, groups):
+                return "sm90"
+            return hopper_tf32
     if requested == "sm90" and major != 9:
         return "generic"
     if requested == "sm80" and major < 8:
@@ -234,7 +242,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         names = [name for name, _ in grids]
         family = _expected_family(
             device, dtype, grouped_along_k=call == "wgrad_empty_group",
-            b_n_major=call in ("fwd_bias", "fwd_bias_strided"))
+            b_n_major=call in ("fwd_bias", "fwd_bias_strided"),
+            rows=a.size(0), groups=b.size(0))
         if call == "wgrad_empty_group":
             # No bias: the tensor-core paths' fill writes the k = 0 zeros,
             # so no finishing kernel runs.
@@ -326,7 +335,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         # others need a copy of B that only SM90 makes: SM80 at this size.
         expected = _expected_family(
             device, dtype, hopper_tf32="sm90" if layout == "3d_2d" else "sm80",
-            grouped_along_k=layout == "2d_2d", b_n_major=layout == "2d_3d")
+            grouped_along_k=layout == "2d_2d", b_n_major=layout == "2d_3d",
+            rows=192, groups=5)  # 38 rows per group: no direct read
         sizes = [40, 0, 72, 24, 56]
         offs = make_offsets(sizes, device)
         total = sum(sizes)
@@ -625,6 +635,34 @@ class TestHopperTf32Route(TestCase):
         for (name, m, k, n, groups), winner in rows.items():
             self.assertEqual(self.family(m, k, n, groups, transpose_b=True),
                              winner, name)
+
+    @needs_extension
+    def test_row_major_weights_read_directly_from_128_rows_per_group(self):
+        # The swapped kernel (no copy of the weights) against the route
+        # above, fwd on the H200 in one run (results/tf32/2026-11-30m-direct):
+        # it won every row from 256 rows per group on and lost the decode
+        # rows (64 and 8); at 128 it won in geometric mean (0.89x).
+        def direct(rows, groups):
+            return torch.ops.overlap_ops._tf32_mn_b_direct_wins(rows, groups)
+        rows = {
+            ("qwen3_decode", 1024, 128): False,        # 1.38-1.55x
+            ("deepseek_v3_decode", 2048, 32): False,   # 1.08-1.28x
+            ("grin_moe", 1024, 8): True,               # 0.61-1.12x
+            ("gpt_oss_120b_w13", 32768, 128): True,    # 0.52-0.74x
+            ("qwen3_30b_a3b_w13", 65536, 128): True,   # 0.51-0.61x
+            ("deepseek_v3_ep8_w13", 32768, 32): True,  # 0.71-0.80x
+            ("mixtral_8x7b_w2", 32768, 8): True,       # 0.92-0.94x
+        }
+        for (name, total, groups), wins in rows.items():
+            self.assertEqual(direct(total, groups), wins, name)
+        # The edge: 128 rows per group on average.
+        self.assertTrue(direct(128 * 5, 5))
+        self.assertFalse(direct(128 * 5 - 1, 5))
+        self.assertFalse(direct(0, 3))
+        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
+            direct(10, 0)
+        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
+            direct(-1, 2)
 
     @needs_extension
     def test_transposed_activations_pay_per_row(self):
@@ -976,10 +1014,11 @@ class TestSm90Tf32ShortK(HopperTestCase):
 
 
 class TestTf32MnBDirect(HopperTestCase):
-    """OVERLAP_OPS_SM90_TF32_MN_B=direct (an experiment, off by default):
-    TF32 calls grouped along rows with row-major (N-major) weights run the
-    swapped Hopper kernel, D^T = W^T X^T with W^T read through registers
-    (GroupedMMSm90Tf32MnB.cuh), and no transposing copy of the weights.
+    """TF32 calls grouped along rows with row-major (N-major) weights run
+    the swapped Hopper kernel, D^T = W^T X^T with W^T read through
+    registers (GroupedMMSm90Tf32MnB.cuh), and no transposing copy of the
+    weights: by default from 128 rows per group on average, always with
+    OVERLAP_OPS_SM90_TF32_MN_B=direct (pinned here), never with =copy.
     Checked against float64 per group."""
 
     _KERNEL = "Tf32RegisterAMainloop"
@@ -1049,19 +1088,30 @@ class TestTf32MnBDirect(HopperTestCase):
         self.assertTrue(names)
         self.assertFalse(any(self._KERNEL in name for name in names), names)
 
-    def test_off_by_default(self, device):
-        # Without the switch the same call copies the weights K-major or
-        # runs the SM80 kernels; the swapped kernel never runs.
-        sizes = [64, 96]
-        offs = make_offsets(sizes, device)
-        a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
-        b = _randn(2, 64, 128, device=device, dtype=torch.float32)
+    def _ran_direct(self, sizes, mode):
+        offs = make_offsets(sizes, device=self.device_type)
+        a = _randn(sum(sizes), 64, device=self.device_type,
+                   dtype=torch.float32)
+        b = _randn(len(sizes), 64, 128, device=self.device_type,
+                   dtype=torch.float32)
         with unittest.mock.patch.dict(
-                os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "copy",
+                os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": mode,
                              _BACKEND_ENV: "auto"}), _allow_tf32(True):
+            self._run_and_check(a, b, offs)
             names = self._names(a, b, offs, None)
         self.assertTrue(names)
-        self.assertFalse(any(self._KERNEL in name for name in names), names)
+        return any(self._KERNEL in name for name in names)
+
+    def test_default_reads_directly_from_128_rows_per_group(self, device):
+        # 160 rows per group on average: the swapped kernel; 80: the SM80
+        # kernels (the route of GroupedMMTf32Route.h).
+        self.assertTrue(self._ran_direct([200, 0, 280], "auto"))
+        self.assertFalse(self._ran_direct([64, 96], "auto"))
+
+    def test_copy_never_reads_directly(self, device):
+        # =copy keeps the route of GroupedMMTf32Route.h (a K-major copy of
+        # the weights or the SM80 kernels) whatever the group sizes.
+        self.assertFalse(self._ran_direct([200, 0, 280], "copy"))
 
     def test_bad_value_raises(self, device):
         a = _randn(8, 16, device=device, dtype=torch.float32)

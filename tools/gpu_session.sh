@@ -101,20 +101,21 @@ for stage in "$@"; do
       # The float32 CUDA tests with TF32 allowed and default dispatch, so
       # Hopper's TF32 route (GroupedMMTf32Route.h) hands some calls to the
       # SM80 kernels.
-      # Then with SM90 forced, so its TF32 kernels (and the transposing
-      # copy) run every call they can, with the default short K tile and
-      # again with the full one (OVERLAP_OPS_SM90_TF32_K_TILE=long).
-      # Last, the N-major weights read directly (an experiment,
-      # OVERLAP_OPS_SM90_TF32_MN_B=direct). TF32_RUNS: backend:k_tile[:mn_b]
-      # runs (default: all four).
-      for run in ${TF32_RUNS:-auto:short sm90:short sm90:long \
+      # Then with SM90 forced and the N-major weights always copied
+      # (OVERLAP_OPS_SM90_TF32_MN_B=copy), so its TF32 kernels and the
+      # transposing copy run every call they can, with the default short K
+      # tile and again with the full one (OVERLAP_OPS_SM90_TF32_K_TILE=long).
+      # Last, the N-major weights always read directly (=direct).
+      # TF32_RUNS: backend:k_tile[:mn_b] runs (default: all four; mn_b
+      # unset is auto).
+      for run in ${TF32_RUNS:-auto:short sm90:short:copy sm90:long:copy \
           auto:short:direct}; do
         IFS=: read -r backend k_tile mn_b <<< "$run"
         echo "-- OVERLAP_OPS_GROUPED_MM_BACKEND=$backend K tile $k_tile" \
           "${mn_b:+MN B $mn_b}"
         OVERLAP_OPS_TEST_TF32=1 OVERLAP_OPS_GROUPED_MM_BACKEND=$backend \
           OVERLAP_OPS_SM90_TF32_K_TILE=$k_tile \
-          OVERLAP_OPS_SM90_TF32_MN_B=${mn_b:-copy} \
+          OVERLAP_OPS_SM90_TF32_MN_B=${mn_b:-auto} \
           python3 -m pytest -q test/test_grouped_mm_cuda.py \
           test/test_grouped_mm_autograd.py \
           -k "cuda and (float32 or Tf32MnB)" 2>&1 \
@@ -149,17 +150,17 @@ for stage in "$@"; do
       # SANITIZE_CONFIGS: backend:tile pairs to run (default: all).
       # A third field (short or long) sets OVERLAP_OPS_SM90_TF32_K_TILE and
       # allows TF32 for the float32 tests; a fourth sets
-      # OVERLAP_OPS_SM90_TF32_MN_B (direct: the N-major weights read as they
-      # are).
+      # OVERLAP_OPS_SM90_TF32_MN_B (auto when unset; direct: the N-major
+      # weights always read as they are; copy: always copied).
       for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
-          auto:large auto:large_solo auto:wide sm90:auto:short \
-          sm90:auto:long auto:auto:short:direct sm80:auto generic:auto}; do
+          auto:large auto:large_solo auto:wide sm90:auto:short:copy \
+          sm90:auto:long:copy auto:auto:short:direct sm80:auto generic:auto}; do
         IFS=: read -r backend tile k_tile mn_b <<< "$backend_tile"
         log="$OUT/sanitize_${backend}_${tile}${k_tile:+_$k_tile}${mn_b:+_$mn_b}.log"
         echo "-- memcheck backend=$backend tile=$tile ${k_tile:+K tile $k_tile}" \
           "${mn_b:+MN B $mn_b}"
         OVERLAP_OPS_SM90_TF32_K_TILE=${k_tile:-auto} OVERLAP_OPS_TEST_TF32=${k_tile:+1} \
-        OVERLAP_OPS_SM90_TF32_MN_B=${mn_b:-copy} \
+        OVERLAP_OPS_SM90_TF32_MN_B=${mn_b:-auto} \
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
           timeout 150 compute-sanitizer --tool memcheck --report-api-errors no \
           --error-exitcode 3 python3 -m pytest -q test/test_grouped_mm_cuda.py \

@@ -78,13 +78,21 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
   return hopper_tf32_family(work) == Tf32Family::kSm90;
 }
 
-// OVERLAP_OPS_SM90_TF32_MN_B=direct (an experiment, not yet measured):
-// TF32 calls grouped along rows whose B is N-major (row-major weights) run
-// the swapped kernel that reads B as it is (GroupedMMSm90Tf32MnB.cuh),
-// instead of a transposing copy of B or the SM80 kernels; copy (the
-// default) keeps the route of GroupedMMTf32Route.h.
-bool tf32_mn_b_direct_requested() {
-  return env_choice("OVERLAP_OPS_SM90_TF32_MN_B", {"copy", "direct"}) == 2;
+// TF32 calls grouped along rows whose B is N-major (row-major weights) may
+// run the swapped kernel that reads B as it is (GroupedMMSm90Tf32MnB.cuh)
+// instead of a transposing copy of B or the SM80 kernels: by default where
+// it wins (tf32_mn_b_direct_wins, GroupedMMTf32Route.h).
+// OVERLAP_OPS_SM90_TF32_MN_B = auto (default) | copy (never: the route of
+// hopper_tf32_family) | direct (always, where TMA can read B) for A/B runs.
+bool tf32_mn_b_direct_chosen(const Geometry& geo) {
+  switch (env_choice("OVERLAP_OPS_SM90_TF32_MN_B", {"copy", "direct"})) {
+    case 1:
+      return false;
+    case 2:
+      return true;
+    default:
+      return tf32_mn_b_direct_wins(geo.extent, geo.num_groups);
+  }
 }
 
 // OVERLAP_OPS_SM90_TILE=small|medium|large|large_solo|wide
@@ -175,11 +183,11 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
     choice.tf32_short_k = false;
   }
   const bool padded_k_on = padded_k_allowed();
-  const bool mn_b_requested = tf32_mn_b_direct_requested();
   const bool tf32 = in == kFloat;
-  // B must also be aligned for TMA as it is; otherwise the copy route
-  // (which makes an aligned K-major copy) keeps the call on SM90.
-  const bool mn_b_direct = tf32 && mn_b_requested &&
+  // The switch is read (and a bad value raises) for every TF32 call. B
+  // must also be aligned for TMA as it is; otherwise the copy route (which
+  // makes an aligned K-major copy) or the SM80 kernels take the call.
+  const bool mn_b_direct = tf32 && tf32_mn_b_direct_chosen(args.geo) &&
       args.geo.grouped == GroupedDim::kRows &&
       major_of(args.geo.b) == Major::kRow &&
       aligned(args.b, args.geo.b, Major::kRow,

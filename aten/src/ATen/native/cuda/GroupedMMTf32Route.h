@@ -77,4 +77,20 @@ inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
   return transpose_s < saved_s ? Tf32Family::kSm90 : Tf32Family::kSm80;
 }
 
+// Row-grouped calls with row-major (N-major) weights can instead run the
+// swapped Hopper kernel (GroupedMMSm90Tf32MnB.cuh), which reads the weights
+// as they are: no copy, and SM90 throughput. Its token tile is 256 wide, so
+// it wastes most of it on small groups. Measured on the H200 against the
+// route above, same run (results/tf32/2026-11-30m-direct, fwd): from 256
+// rows per group on it won every row (0.51-0.97x the time, mixtral to
+// qwen3_30b_a3b); at 64 and 8 (the decode rows) it lost to the SM80 kernels
+// (1.08-1.55x); at 128 (grin_moe) it won one row of three (sparse 0.61x,
+// balanced 1.02x, skewed 1.12x), 0.89x in geometric mean, so 128 is in.
+constexpr int64_t kMnBDirectMinRowsPerGroup = 128;
+
+// rows: the call's total rows (a's row count, host-known), groups: G.
+inline bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups) {
+  return groups > 0 && rows >= kMnBDirectMinRowsPerGroup * groups;
+}
+
 }  // namespace at::native::grouped_mm
