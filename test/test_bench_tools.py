@@ -9,6 +9,7 @@ rendered from fake timings, including ``--render``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import io
@@ -591,10 +592,10 @@ class TestBenchLoop(TestCase):
             self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)
 
 
-    def test_paired_dtypes_share_rounds_in_rotating_order(self) -> None:
+    def test_paired_dtypes_share_rounds_in_balanced_order(self) -> None:
         # --pair-dtypes: bf16 and fp16 of one case x dist x pass are timed
-        # in the same rounds, each round starting one column later; each
-        # row keeps its own columns, check and ratios.
+        # in the same rounds, in the balanced orders; each row keeps its
+        # own columns, check and ratios.
         with tempfile.TemporaryDirectory() as tmp:
             suite = _tiny_suite(tmp)
             out = Path(tmp) / "out"
@@ -612,8 +613,7 @@ class TestBenchLoop(TestCase):
                 time_us, stderr=stderr)
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
-            self.assertIn("each round starting one column later",
-                          results["timer"])
+            self.assertIn("a Williams design", results["timer"])
             self.assertIn("a case x dist x pass in the same rounds",
                           results["timer"])
             rows = results["rows"]
@@ -627,10 +627,11 @@ class TestBenchLoop(TestCase):
                                  10.0 if row["dtype"] == "bf16" else 11.0)
                 self.assertEqual(row["ours/stock"], 1.0)
             # Per pass, 4 rounds (3 rounded up to the 4 columns) of (bf16
-            # ours, bf16 stock, fp16 ours, fp16 stock), each rotated by one.
+            # ours, bf16 stock, fp16 ours, fp16 stock) in the balanced
+            # orders 0 1 3 2, 1 2 0 3, 2 3 1 0, 3 0 2 1.
             bf, fp = torch.bfloat16, torch.float16
-            one_pass = [bf, bf, fp, fp, bf, fp, fp, bf,
-                        fp, fp, bf, bf, fp, bf, bf, fp]
+            one_pass = [bf, bf, fp, fp, bf, fp, bf, fp,
+                        fp, fp, bf, bf, fp, bf, fp, bf]
             self.assertEqual(seen, one_pass * 2)
             self.assertIn("[4/4] tiny balanced fp16 wgrad", stderr.getvalue())
 
@@ -726,17 +727,37 @@ class TestInterleavedRounds(TestCase):
 
     def test_round_orders(self) -> None:
         timer = bench.Timer(25.0, 90.0, 20, 2000, rounds=3)
-        self.assertEqual(bench.round_orders("abc", timer),
+        rotate = dataclasses.replace(timer, order="rotate")
+        self.assertEqual(bench.round_orders("abc", rotate),
                          [list("abc"), list("bca"), list("cab")])
-        # Each column takes every position equally often.
-        orders = bench.round_orders("abcd", timer)
-        self.assertEqual(len(orders), 4)
-        for position in range(4):
-            self.assertEqual(sorted(o[position] for o in orders),
-                             list("abcd"))
+        # The default: whole Williams designs (2n rounds for an odd n).
+        self.assertEqual(bench.round_orders("abcd", timer),
+                         [list("abdc"), list("bcad"), list("cdba"),
+                          list("dacb")])
+        self.assertEqual(len(bench.round_orders("abc", timer)), 6)
+        self.assertEqual(bench.round_orders("ab", timer),
+                         [list("ab"), list("ba")] * 2)
         self.assertEqual(bench.round_orders("a", timer), [["a"]] * 3)
         fixed = dataclasses.replace(timer, order="fixed")
         self.assertEqual(bench.round_orders("ab", fixed), [["a", "b"]] * 3)
+
+    def test_balanced_orders_balance_positions_and_predecessors(self) -> None:
+        # Rotation keeps each column after the same one (with paired dtypes:
+        # fp16 ours always after bf16 stock); the balanced design does not.
+        for n in range(2, 9):
+            orders = bench.balanced_orders(n)
+            self.assertEqual(len(orders), n if n % 2 == 0 else 2 * n)
+            per_column = len(orders) // n
+            for order in orders:
+                self.assertEqual(sorted(order), list(range(n)))
+            for position in range(n):
+                counts = collections.Counter(o[position] for o in orders)
+                self.assertEqual(set(counts.values()), {per_column}, n)
+            pairs = collections.Counter(
+                (o[i], o[i + 1]) for o in orders for i in range(n - 1))
+            self.assertEqual(len(pairs), n * (n - 1), n)
+            self.assertEqual(set(pairs.values()), {1 if n % 2 == 0 else 2},
+                             n)
 
     def test_rotation_names_fields_of_several_rows(self) -> None:
         # Keys of two rows' columns, named by `names`.

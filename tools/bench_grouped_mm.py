@@ -91,13 +91,17 @@ class Timer:
     # ours, stock, ...) and each reports its median round, so a clock or
     # thermal drift during a row moves every column alike.
     rounds: int = 3
-    # "rotate": round r starts at column r mod n, with the rounds rounded
-    # up to a multiple of n, so every column is timed once in every
-    # position. A GPU that heats up during a long compute-bound row slows
-    # its late positions (mixtral rows: the last of 9 timings 10-20% slower,
-    # results/NOTES.md), and a fixed order gives that cost to one column.
+    # "balanced" (a Williams design, ``balanced_orders``): every column is
+    # timed equally often in every position and right after every other
+    # column. A GPU that heats up during a long compute-bound row slows its
+    # late positions (mixtral rows: the last of 9 timings 10-20% slower,
+    # results/NOTES.md), and the column before sets the clock and heat a
+    # column starts from: after stock's float16 loop (host-bound, the GPU
+    # half idle) the GPU is cooler than after a CUTLASS kernel.
+    # "rotate": round r starts at column r mod n (the eleventh session's
+    # runs): every position, but each column always after the same one.
     # "fixed": the same order every round (runs before the tenth session).
-    order: str = "rotate"
+    order: str = "balanced"
 
 
 def _csv(allowed: Sequence[str]) -> Callable[[str], list[str]]:
@@ -210,17 +214,22 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "between rows measured one after the other")
     parser.add_argument("--rounds", type=_positive_int, default=3,
                         help="interleaved timing rounds per column; each "
-                        "round times --rep-ms / rounds (default 3; with "
-                        "--column-order rotate rounded up to a multiple of "
-                        "the columns)")
-    parser.add_argument("--column-order", choices=("rotate", "fixed"),
-                        default="rotate",
-                        help="rotate: each round starts one column later, "
-                        "so every column is timed once in every position "
-                        "(a GPU heating up during a row slows the late "
-                        "ones); fixed: ours, stock, ... every round (runs "
-                        "before 2026-11-30l, but for --pair-dtypes, which "
-                        "reversed every other round then)")
+                        "round times --rep-ms / rounds (default 3; rounded "
+                        "up to whole designs of --column-order)")
+    parser.add_argument("--column-order",
+                        choices=("balanced", "rotate", "fixed"),
+                        default="balanced",
+                        help="balanced: a Williams design, every column "
+                        "timed equally often in every position and after "
+                        "every other column (a GPU heating up during a row "
+                        "slows the late ones; the column before sets the "
+                        "clock a column starts from); the rounds rounded "
+                        "up to n orders of n columns (2n when n is odd); "
+                        "rotate: each round starts one column later, each "
+                        "column always after the same one (runs of "
+                        "2026-11-30m); fixed: ours, stock, ... every round "
+                        "(runs before 2026-11-30l, but for --pair-dtypes, "
+                        "which reversed every other round then)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
@@ -632,14 +641,49 @@ def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],
     return result, [lambda a=a, b=b: fn(a, b, offs) for a, b in sets]
 
 
+# How each --column-order orders the rounds, for the results' timer line.
+_ORDER_TEXT = {
+    "balanced": ("a Williams design: every column equally often in every "
+                 "position and after every other column, the rounds "
+                 "rounded up to n orders of the n columns timed together "
+                 "(2n for an odd n)"),
+    "rotate": ("each round starting one column later, the rounds rounded "
+               "up to a multiple of the columns timed together"),
+    "fixed": "the same order every round",
+}
+
+
+def balanced_orders(n: int) -> list[list[int]]:
+    """A Williams design for n columns: n orders of range(n) (2n when n is
+    odd) in which every column takes every position equally often and
+    directly follows every other column equally often (n = 4: 0 1 3 2,
+    1 2 0 3, 2 3 1 0, 3 0 2 1)."""
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    orders = [[(column + r) % n for column in first] for r in range(n)]
+    if n % 2:
+        orders += [order[::-1] for order in orders]
+    return orders
+
+
 def round_orders(keys: Sequence[Any], timer: Timer) -> list[list[Any]]:
-    """The columns' order in each timing round (see ``Timer.order``)."""
+    """The columns' order in each timing round (see ``Timer.order``), the
+    rounds rounded up to whole designs."""
     keys = list(keys)
     if timer.order == "fixed" or len(keys) < 2:
         return [keys] * timer.rounds
     n = len(keys)
-    return [keys[r % n:] + keys[:r % n]
-            for r in range(-(-timer.rounds // n) * n)]
+    if timer.order == "rotate":
+        design = [list(range(r, n)) + list(range(r)) for r in range(n)]
+    else:
+        design = balanced_orders(n)
+    count = -(-timer.rounds // len(design)) * len(design)
+    return [[keys[i] for i in design[r % len(design)]] for r in range(count)]
 
 
 def _time_columns(calls: dict[Any, list[Callable[[], Any]]],
@@ -863,12 +907,8 @@ def _bench(args: argparse.Namespace) -> int:
         "backend_env": dict(args.backend_env),
         "variants": {f"ours@{label}": env for label, env in args.variant},
         "timer": (f"median of {timer.rounds} interleaved rounds (ours, "
-                  "stock, ... per round; "
-                  + ("each round starting one column later, the "
-                     f"{timer.rounds} rounded up to a multiple of the "
-                     "columns timed together"
-                     if timer.order == "rotate" else "the same order every "
-                     "round") + "); each round the median of "
+                  "stock, ... per round; " + _ORDER_TEXT[timer.order]
+                  + "); each round the median of "
                   f"per-call CUDA events, >= {timer.min_runs} runs / "
                   f"{timer.rep_ms:.0f} ms in all, after a "
                   f"{timer.warmup_ms:.0f} ms warm-up in every round; "

@@ -11,9 +11,10 @@ clock for it once it is hot; this shows whether ours does.
         --dtype bf16 --pass fwd --seconds 3 \\
         --variant large:OVERLAP_OPS_SM90_TILE=large --out results/power
 
-Columns (ours, stock, each --variant) run in rotating order for --rounds
-rounds (rounded up to a multiple of the columns, so each column runs once
-in every position), each for --seconds after a 1.2 s warm-up (power.draw
+Columns (ours, stock, each --variant) run in the benchmark's balanced order
+for --rounds rounds (rounded up to whole designs, so each column runs
+equally often in every position and after every other column), each for
+--seconds after a 1.2 s warm-up (power.draw
 is a 1 s average on Hopper), while nvidia-smi samples
 the SM clock, the power draw and the temperature every 50 ms. Each column
 is checked against the float64 reference first (as in the benchmark).
