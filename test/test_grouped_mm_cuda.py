@@ -1019,16 +1019,18 @@ class TestTf32MnBDirect(HopperTestCase):
     registers (GroupedMMSm90Tf32MnB.cuh), and no transposing copy of the
     weights: by default from 128 rows per group on average, always with
     OVERLAP_OPS_SM90_TF32_MN_B=direct (pinned here), never with =copy.
-    Checked against float64 per group."""
+    Each test runs the default 256-token tile and the narrow 128-token one
+    (OVERLAP_OPS_SM90_TILE=medium, an experiment). Checked against float64
+    per group."""
 
     _KERNEL = "Tf32RegisterAMainloop"
 
-    def _direct(self):
+    def _direct(self, tile="auto"):
         # The backend pinned to auto too, so a suite run with another one
         # forced still tests this kernel.
         return unittest.mock.patch.dict(
             os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "direct",
-                         _BACKEND_ENV: "auto"})
+                         _BACKEND_ENV: "auto", "OVERLAP_OPS_SM90_TILE": tile})
 
     def _names(self, a, b, offs, bias):
         return [name for name, _ in launched_kernels(
@@ -1036,22 +1038,30 @@ class TestTf32MnBDirect(HopperTestCase):
 
     def _check(self, device, sizes, k, n, bias=False, extra_rows=0,
                offs_dtype=torch.int32):
+        """The call on each token tile: correct, one direct GEMM kernel, no
+        copy of the weights, and the two tiles' kernels told apart."""
         offs = make_offsets(sizes, device).to(offs_dtype)
         a = _randn(sum(sizes) + extra_rows, k, device=device,
                    dtype=torch.float32)
         b = _randn(len(sizes), k, n, device=device, dtype=torch.float32)
         bias_t = (_randn(len(sizes), n, device=device, dtype=torch.float32)
                   if bias else None)
-        with self._direct(), _allow_tf32(True):
-            self._run_and_check(a, b, offs, bias_t)
-            # Last: under compute-sanitizer the profiler records nothing
-            # and this skips, after the call above ran under memcheck.
-            names = self._names(a, b, offs, bias_t)
-        gemms = _sm90_gemm_names(names)
-        self.assertEqual(len(gemms), 1, names)
-        self.assertIn(self._KERNEL, gemms[0])
-        self.assertFalse(any("relayout_kernel" in name for name in names),
-                         names)
+        gemm_per_tile = {}
+        for tile in ("auto", "medium"):
+            with self._direct(tile), _allow_tf32(True):
+                self._run_and_check(a, b, offs, bias_t)
+        # Last: under compute-sanitizer the profiler records nothing and
+        # this skips, after both tiles' calls above ran under memcheck.
+        for tile in ("auto", "medium"):
+            with self._direct(tile), _allow_tf32(True):
+                names = self._names(a, b, offs, bias_t)
+            gemms = _sm90_gemm_names(names)
+            self.assertEqual(len(gemms), 1, names)
+            self.assertIn(self._KERNEL, gemms[0])
+            self.assertFalse(any("relayout_kernel" in name for name in names),
+                             names)
+            gemm_per_tile[tile] = gemms[0]
+        self.assertNotEqual(gemm_per_tile["auto"], gemm_per_tile["medium"])
 
     @parametrize("pattern", ["ragged", "empty_and_one_row", "skewed"])
     def test_matches_reference(self, device, pattern):

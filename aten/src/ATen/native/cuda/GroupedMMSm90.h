@@ -50,9 +50,13 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
 // TF32, rows grouped, A row-major and B row-major (N contiguous, the
 // weights as nn.Linear-style code stores them): runs D^T = B^T A^T with B^T
 // read through registers, so B needs no transposing copy
-// (GroupedMMSm90Tf32MnB.cuh; OVERLAP_OPS_SM90_TF32_MN_B=direct). D is
-// row-major. The tile choice's config is ignored (one config).
+// (GroupedMMSm90Tf32MnB.cuh; the route: GroupedMMTf32Route.h). D is
+// row-major. The tile choice's config is ignored: 128 weight rows x 256
+// tokens, or x 128 tokens for the _narrow one (an experiment).
 const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
                                TileChoice choice);
+const char* run_sm90_tf32_mn_b_narrow(const LaunchArgs& args,
+                                      const LeadingDims& ld,
+                                      TileChoice choice);
 
 }  // namespace at::native::grouped_mm::sm90

@@ -118,6 +118,16 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
+// The direct read of N-major TF32 weights: 256-token tiles, or 128-token
+// ones with OVERLAP_OPS_SM90_TILE=medium (an experiment for groups of at
+// most 128 rows; no default picks medium for a row-grouped call).
+const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
+                          sm90::TileChoice choice) {
+  return choice.config == sm90::TileConfig::kMedium
+      ? sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice)
+      : sm90::run_sm90_tf32_mn_b(args, ld, choice);
+}
+
 template <typename In, typename Out>
 const char* run_for_majors(const LaunchArgs& args, const sm90::LeadingDims& ld,
                            Major a, Major b, sm90::TileChoice config) {
@@ -215,7 +225,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
   const char* error = mn_b_direct
-      ? sm90::run_sm90_tf32_mn_b(args, ld, choice)
+      ? run_tf32_mn_b(args, ld, choice)
       : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   // Otherwise nothing to finish: the epilogue added the bias, the fill

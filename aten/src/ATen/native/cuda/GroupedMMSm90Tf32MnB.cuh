@@ -1,8 +1,9 @@
 #pragma once
 
 // TF32 grouped GEMM on Hopper that reads N-major (row-major) weights as they
-// are, without the transposing copy the K-major kernels need (an
-// experiment: OVERLAP_OPS_SM90_TF32_MN_B=direct; docs/tf32-mn-major-mainloop.md).
+// are, without the transposing copy the K-major kernels need (the default
+// from 128 rows per group, GroupedMMTf32Route.h;
+// docs/tf32-mn-major-mainloop.md).
 //
 // TF32 WGMMA reads only K-major operands from shared memory, but its A
 // operand may come from registers, loaded from shared memory in any layout.
@@ -10,14 +11,15 @@
 //   A' = W^T   (N x K, N contiguous: MN-major, through registers),
 //   B' = X^T   (m x K, K contiguous: K-major, from shared memory),
 //   D' = D^T   (N x m, column-major: D row-major).
-// The tokens become the GEMM's N, so a group of m tokens runs N'/256 tiles
-// of 128 weight rows each.
+// The tokens become the GEMM's N, so a group of m tokens runs ceil(m / 256)
+// token tiles (ceil(m / 128) with the narrow config) for every 128 weight
+// rows.
 //
 // The collective reuses CUTLASS's pointer-array TMA mainloop for everything
 // but the math (loads, per-group tensor maps, pipeline) and replaces mma():
 // each consumer thread copies its A' fragment from shared memory to
 // registers one k-block ahead of the WGMMA that reads it. Included only by
-// GroupedMMSm90_tf32_mn.cu.
+// GroupedMMSm90_tf32_mn*.cu, one config each.
 
 #include <ATen/native/cuda/GroupedMMSm90.cuh>
 
@@ -30,6 +32,19 @@ namespace at::native::grouped_mm::sm90 {
 // 128 weight rows x 256 tokens x 32 floats (four stages), no cluster,
 // cooperative.
 using Tf32MnBTileConfig = HalfK<LargeSoloTileConfig>;
+
+// Half the token tile, for groups of at most 128 rows, where the 256-token
+// tile is mostly padding (the decode rows lost 1.08-1.55x against the SM80
+// kernels with it; results/tf32/2026-11-30m-direct). An experiment, run
+// only with OVERLAP_OPS_SM90_TILE=medium (GroupedMMSm90Dispatch.cpp); not
+// yet GPU-run. Cooperative like the default (the mainloop's TiledMma
+// splits the 128 weight rows between two consumer warp groups).
+struct Tf32MnBNarrowTileConfig {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_32>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = LargeSoloTileConfig::KernelSchedule;
+  using EpilogueSchedule = LargeSoloTileConfig::EpilogueSchedule;
+};
 
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both
 // operands from shared memory) is never instantiated; it is given an SS
@@ -183,8 +198,9 @@ struct Tf32RegisterAMainloop
 
 // The kernel and its argument types, in the shape GroupedGemm has, so the
 // host path of GroupedMMSm90.cuh (storage, checks, launch) runs it as is.
+template <typename TileConfig>
 struct GroupedGemmTf32MnB {
-  using Config = Tf32MnBTileConfig;
+  using Config = TileConfig;
   using ElementIn = float;
   using ElementOut = float;
   using ElementAcc = float;

@@ -7,7 +7,8 @@ namespace at::native::grouped_mm::sm90 {
 
 const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
                                TileChoice choice) {
-  return run_grouped_gemm<GroupedGemmTf32MnB>(args, ld, choice);
+  return run_grouped_gemm<GroupedGemmTf32MnB<Tf32MnBTileConfig>>(args, ld,
+                                                                 choice);
 }
 
 }  // namespace at::native::grouped_mm::sm90
