@@ -84,20 +84,21 @@ def _sm90_gemm_names(names):
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
 
-def _tf32_mn_b_direct(rows: int, groups: int) -> bool:
+def _tf32_mn_b_direct(rows: int, groups: int, a_row_major: bool) -> bool:
     """Whether a TF32 call grouped along rows with row-major weights (rows
     of a in groups groups) runs the Hopper kernel that reads them directly:
     OVERLAP_OPS_SM90_TF32_MN_B=direct always, copy never, auto (the
-    default) where GroupedMMTf32Route.h says it wins."""
+    default) for a row-major a where GroupedMMTf32Route.h says it wins."""
     mode = os.environ.get("OVERLAP_OPS_SM90_TF32_MN_B") or "auto"
     if mode == "auto":
-        return torch.ops.overlap_ops._tf32_mn_b_direct_wins(rows, groups)
+        return a_row_major and torch.ops.overlap_ops._tf32_mn_b_direct_wins(
+            rows, groups)
     return mode == "direct"
 
 
 def _expected_family(device, dtype, hopper_tf32="sm80",
                      grouped_along_k=False, b_n_major=False,
-                     rows=0, groups=1) -> str:
+                     rows=None, groups=None, a_row_major=True) -> str:
     """The kernel family a call with aligned operands should run, from the
     process's OVERLAP_OPS_GROUPED_MM_BACKEND, the GPU and the TF32 switch
     (the dispatch rules of GroupedMMKernels.h). hopper_tf32: the family
@@ -107,8 +108,11 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
     runs only on padded copies: forced SM90 takes them, auto only for
     large m and n (never the tests' small calls), and never with
     OVERLAP_OPS_SM90_TF32_PADDED_K=off; b_n_major: a 2d x 3d call with
-    row-major weights (rows of a in groups groups), which the Hopper kernel
-    that reads them directly may take (_tf32_mn_b_direct)."""
+    row-major weights (rows of a, required then, in groups groups; a
+    row-major unless a_row_major is False), which the Hopper kernel that
+    reads them directly may take (_tf32_mn_b_direct)."""
+    if b_n_major and (rows is None or groups is None):
+        raise ValueError("b_n_major needs rows and groups")
     requested = os.environ.get(_BACKEND_ENV) or "auto"
     major = torch.cuda.get_device_capability(device)[0]
     tf32 = dtype == torch.float32
@@ -119,7 +123,7 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
         if requested == "sm90" and tf32:
             if grouped_along_k:
                 return "sm80"
-            if b_n_major and _tf32_mn_b_direct(rows, groups):
+            if b_n_major and _tf32_mn_b_direct(rows, groups, a_row_major):
                 return "sm90"
             return hopper_tf32
     if requested == "sm90" and major != 9:
@@ -218,7 +222,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
             self.assertLessEqual(blocks, sms - carveout, name)
         # Without a carveout the persistent GEMM grid still stops at one
         # CTA per SM. Copies beside it may launch more (the transposing copy
-        # TF32 on Hopper makes runs two blocks per SM).
+        # TF32 on Hopper makes where it does not read the weights directly
+        # runs two blocks per SM).
         grids = _launched_grids(lambda: _grouped_mm(a, b, offs), carveout=0)
         gemm_grids = [blocks for name, blocks in grids
                       if any(fragment in name
@@ -243,7 +248,11 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         family = _expected_family(
             device, dtype, grouped_along_k=call == "wgrad_empty_group",
             b_n_major=call in ("fwd_bias", "fwd_bias_strided"),
-            rows=a.size(0), groups=b.size(0))
+            rows=a.size(0), groups=b.size(0),
+            a_row_major=call != "fwd_bias_strided")
+        # (3d_2d_transposed also runs with N-major weights: the transposed
+        # problem's B is a^T. Its family is not asserted below; its A, b^T,
+        # is column-major, so auto keeps it on the route.)
         if call == "wgrad_empty_group":
             # No bias: the tensor-core paths' fill writes the k = 0 zeros,
             # so no finishing kernel runs.
@@ -333,11 +342,11 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         # Under TF32 on Hopper, 3d x 2d runs as a transposed 2d x 3d whose
         # B is already K-major and whose A both paths copy: SM90. The
         # others need a copy of B that only SM90 makes: SM80 at this size.
+        sizes = [40, 0, 72, 24, 56]  # 38 rows per group: no direct read
         expected = _expected_family(
             device, dtype, hopper_tf32="sm90" if layout == "3d_2d" else "sm80",
             grouped_along_k=layout == "2d_2d", b_n_major=layout == "2d_3d",
-            rows=192, groups=5)  # 38 rows per group: no direct read
-        sizes = [40, 0, 72, 24, 56]
+            rows=sum(sizes), groups=len(sizes))
         offs = make_offsets(sizes, device)
         total = sum(sizes)
         shapes = {
@@ -1098,10 +1107,10 @@ class TestTf32MnBDirect(HopperTestCase):
         self.assertTrue(names)
         self.assertFalse(any(self._KERNEL in name for name in names), names)
 
-    def _ran_direct(self, sizes, mode):
+    def _ran_direct(self, sizes, mode, a_transposed=False):
         offs = make_offsets(sizes, device=self.device_type)
         a = _randn(sum(sizes), 64, device=self.device_type,
-                   dtype=torch.float32)
+                   dtype=torch.float32, transposed=a_transposed)
         b = _randn(len(sizes), 64, 128, device=self.device_type,
                    dtype=torch.float32)
         with unittest.mock.patch.dict(
@@ -1114,9 +1123,12 @@ class TestTf32MnBDirect(HopperTestCase):
 
     def test_default_reads_directly_from_128_rows_per_group(self, device):
         # 160 rows per group on average: the swapped kernel; 80: the SM80
-        # kernels (the route of GroupedMMTf32Route.h).
+        # kernels (the route of GroupedMMTf32Route.h). A column-major a
+        # (which the swapped kernel would copy) keeps the route too.
         self.assertTrue(self._ran_direct([200, 0, 280], "auto"))
         self.assertFalse(self._ran_direct([64, 96], "auto"))
+        self.assertFalse(self._ran_direct([200, 0, 280], "auto",
+                                          a_transposed=True))
 
     def test_copy_never_reads_directly(self, device):
         # =copy keeps the route of GroupedMMTf32Route.h (a K-major copy of

@@ -224,7 +224,7 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "every other column (a GPU heating up during a row "
                         "slows the late ones; the column before sets the "
                         "clock a column starts from); the rounds rounded "
-                        "up to n orders of n columns (2n when n is odd); "
+                        "up to a multiple of n (2n when n is odd); "
                         "rotate: each round starts one column later, each "
                         "column always after the same one (runs of "
                         "2026-11-30m); fixed: ours, stock, ... every round "
@@ -645,7 +645,7 @@ def _check_and_prepare(name: str, fn: Callable[..., torch.Tensor],
 _ORDER_TEXT = {
     "balanced": ("a Williams design: every column equally often in every "
                  "position and after every other column, the rounds "
-                 "rounded up to n orders of the n columns timed together "
+                 "rounded up to a multiple of the n columns timed together "
                  "(2n for an odd n)"),
     "rotate": ("each round starting one column later, the rounds rounded "
                "up to a multiple of the columns timed together"),
@@ -906,8 +906,8 @@ def _bench(args: argparse.Namespace) -> int:
         "ours_label": _ours_label(args.backend_env),
         "backend_env": dict(args.backend_env),
         "variants": {f"ours@{label}": env for label, env in args.variant},
-        "timer": (f"median of {timer.rounds} interleaved rounds (ours, "
-                  "stock, ... per round; " + _ORDER_TEXT[timer.order]
+        "timer": (f"median of interleaved rounds, {timer.rounds} asked "
+                  "(ours, stock, ... per round; " + _ORDER_TEXT[timer.order]
                   + "); each round the median of "
                   f"per-call CUDA events, >= {timer.min_runs} runs / "
                   f"{timer.rep_ms:.0f} ms in all, after a "

@@ -80,18 +80,29 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
 
 // TF32 calls grouped along rows whose B is N-major (row-major weights) may
 // run the swapped kernel that reads B as it is (GroupedMMSm90Tf32MnB.cuh)
-// instead of a transposing copy of B or the SM80 kernels: by default where
-// it wins (tf32_mn_b_direct_wins, GroupedMMTf32Route.h).
+// instead of a transposing copy of B or the SM80 kernels.
 // OVERLAP_OPS_SM90_TF32_MN_B = auto (default) | copy (never: the route of
 // hopper_tf32_family) | direct (always, where TMA can read B) for A/B runs.
-bool tf32_mn_b_direct_chosen(const Geometry& geo) {
-  switch (env_choice("OVERLAP_OPS_SM90_TF32_MN_B", {"copy", "direct"})) {
-    case 1:
+enum class MnBMode { kAuto, kCopy, kDirect };
+
+MnBMode tf32_mn_b_mode() {
+  return static_cast<MnBMode>(
+      env_choice("OVERLAP_OPS_SM90_TF32_MN_B", {"copy", "direct"}));
+}
+
+// auto: where it won on the H200 (tf32_mn_b_direct_wins,
+// GroupedMMTf32Route.h), measured with row-major A only; a column-major A
+// is copied by the SM90 path and read as it is by the SM80 kernels, so
+// the route decides those calls.
+bool tf32_mn_b_direct_chosen(MnBMode mode, const Geometry& geo) {
+  switch (mode) {
+    case MnBMode::kCopy:
       return false;
-    case 2:
+    case MnBMode::kDirect:
       return true;
     default:
-      return tf32_mn_b_direct_wins(geo.extent, geo.num_groups);
+      return major_of(geo.a) == Major::kRow &&
+          tf32_mn_b_direct_wins(geo.extent, geo.num_groups);
   }
 }
 
@@ -119,11 +130,14 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
 }
 
 // The direct read of N-major TF32 weights: 256-token tiles, or 128-token
-// ones with OVERLAP_OPS_SM90_TILE=medium (an experiment for groups of at
-// most 128 rows; no default picks medium for a row-grouped call).
+// ones when both OVERLAP_OPS_SM90_TF32_MN_B=direct and
+// OVERLAP_OPS_SM90_TILE=medium are set (an experiment for groups of at
+// most 128 rows, which the auto rule never reads directly; so a TF32 run
+// with only the tile pinned never reaches it).
 const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
-                          sm90::TileChoice choice) {
-  return choice.config == sm90::TileConfig::kMedium
+                          sm90::TileChoice choice, MnBMode mode) {
+  return mode == MnBMode::kDirect &&
+          choice.config == sm90::TileConfig::kMedium
       ? sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice)
       : sm90::run_sm90_tf32_mn_b(args, ld, choice);
 }
@@ -197,7 +211,9 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   // The switch is read (and a bad value raises) for every TF32 call. B
   // must also be aligned for TMA as it is; otherwise the copy route (which
   // makes an aligned K-major copy) or the SM80 kernels take the call.
-  const bool mn_b_direct = tf32 && tf32_mn_b_direct_chosen(args.geo) &&
+  const MnBMode mn_b_mode = tf32 ? tf32_mn_b_mode() : MnBMode::kCopy;
+  const bool mn_b_direct = tf32 &&
+      tf32_mn_b_direct_chosen(mn_b_mode, args.geo) &&
       args.geo.grouped == GroupedDim::kRows &&
       major_of(args.geo.b) == Major::kRow &&
       aligned(args.b, args.geo.b, Major::kRow,
@@ -225,7 +241,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
   const char* error = mn_b_direct
-      ? run_tf32_mn_b(args, ld, choice)
+      ? run_tf32_mn_b(args, ld, choice, mn_b_mode)
       : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   // Otherwise nothing to finish: the epilogue added the bias, the fill

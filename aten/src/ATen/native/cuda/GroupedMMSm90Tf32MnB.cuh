@@ -36,8 +36,9 @@ using Tf32MnBTileConfig = HalfK<LargeSoloTileConfig>;
 // Half the token tile, for groups of at most 128 rows, where the 256-token
 // tile is mostly padding (the decode rows lost 1.08-1.55x against the SM80
 // kernels with it; results/tf32/2026-11-30m-direct). An experiment, run
-// only with OVERLAP_OPS_SM90_TILE=medium (GroupedMMSm90Dispatch.cpp); not
-// yet GPU-run. Cooperative like the default (the mainloop's TiledMma
+// only with both OVERLAP_OPS_SM90_TF32_MN_B=direct and
+// OVERLAP_OPS_SM90_TILE=medium (GroupedMMSm90Dispatch.cpp); not yet
+// GPU-run. Cooperative like the default (the mainloop's TiledMma
 // splits the 128 weight rows between two consumer warp groups).
 struct Tf32MnBNarrowTileConfig {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_32>;

@@ -88,7 +88,8 @@ inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
 // balanced 1.02x, skewed 1.12x), 0.89x in geometric mean, so 128 is in.
 constexpr int64_t kMnBDirectMinRowsPerGroup = 128;
 
-// rows: the call's total rows (a's row count, host-known), groups: G.
+// rows: the call's total rows (a's row count, host-known), groups: G. The
+// dispatch also asks for a row-major A (the measured case).
 inline bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups) {
   return groups > 0 && rows >= kMnBDirectMinRowsPerGroup * groups;
 }
