@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import unittest.mock
@@ -1019,13 +1020,17 @@ class TestMergeRuns(TestCase):
         second = self._run([("b", "fwd", 100.0, 200.0)], timestamp="t2",
                            floor_peak_tflops=706.0, copy_gbps=4232.0,
                            peak_tflops={"bf16": 706.0})
+        second["source_commit"] = "abc1234"
         merged = merge_runs.merge([first, second])
         self.assertEqual([p["floor_peak_tflops"] for p in merged["parts"]],
                          [687.0, 706.0])
         header = "\n".join(report._header(merged))
         self.assertIn("  - part 1 (t1): P = 687 TFLOP/s, B = 4227 GB/s; "
                       "dense mm peaks (8192^3): bf16 687, fp16 728", header)
-        self.assertIn("  - part 2 (t2): P = 706 TFLOP/s, B = 4232 GB/s", header)
+        # Each part names the sources it was built from, where recorded.
+        self.assertIn("  - part 2 (t2, sources abc1234): P = 706", header)
+        self.assertNotIn("overlap_ops.grouped_mm` (sources", header)
+        self.assertIn("B = 4232 GB/s", header)
         self.assertNotIn("used for every dtype), bytes", header)
         self.assertNotIn("timed differently", header)  # neither has a timer
         # A merge of a merge keeps every part; differing timers are named.
@@ -1039,6 +1044,33 @@ class TestMergeRuns(TestCase):
         # One run keeps the one-line form.
         single = "\n".join(report._header(first))
         self.assertIn("- floor = max(FLOPs / 687 TFLOP/s", single)
+        self.assertIn("overlap_ops.grouped_mm` (sources abc1234); stock",
+                      "\n".join(report._header(second)))
+
+    def test_source_commit_from_env_git_or_file(self):
+        with unittest.mock.patch.dict(
+                os.environ, {"OVERLAP_OPS_SOURCE_COMMIT": "feed123"}):
+            self.assertEqual(bench.source_commit(), "feed123")
+        env = {k: v for k, v in os.environ.items()
+               if k != "OVERLAP_OPS_SOURCE_COMMIT"}
+        with unittest.mock.patch.dict(os.environ, env, clear=True):
+            # A checkout: git answers (this test runs in one).
+            head = subprocess.run(
+                ["git", "-C", str(bench.REPO), "rev-parse", "--short=7",
+                 "HEAD"], capture_output=True, text=True).stdout.strip()
+            if head:
+                self.assertTrue(bench.source_commit().startswith(head))
+            # No git (the GPU machine's copy): the file written before the
+            # run, else unknown.
+            with tempfile.TemporaryDirectory() as tmp:
+                marker = Path(tmp) / ".source-commit"
+                with unittest.mock.patch.object(
+                        bench.subprocess, "run", side_effect=OSError), \
+                        unittest.mock.patch.object(
+                            bench, "SOURCE_COMMIT_FILE", marker):
+                    self.assertEqual(bench.source_commit(), "unknown")
+                    marker.write_text("0ef66a1\n")
+                    self.assertEqual(bench.source_commit(), "0ef66a1")
 
     def test_mismatched_runs_and_duplicate_rows_are_refused(self):
         first = self._run([("a", "fwd", 1.0, 1.0)])

@@ -39,6 +39,7 @@ import json
 import math
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -858,6 +859,34 @@ def _machine(dtypes: list[str], timer: Timer) -> dict[str, Any]:
     }
 
 
+# Written next to the sources before a GPU run (git-ignored and carried
+# there; the GPU machine's copy has no .git): the commit they were taken from.
+SOURCE_COMMIT_FILE = REPO / ".source-commit"
+
+
+def source_commit() -> str:
+    """The commit of the sources our column was built from, for the
+    results: $OVERLAP_OPS_SOURCE_COMMIT, else git (with "+changes" when
+    aten/, torch_ext/ or tools/ differ from it), else .source-commit, else
+    "unknown"."""
+    if os.environ.get("OVERLAP_OPS_SOURCE_COMMIT"):
+        return os.environ["OVERLAP_OPS_SOURCE_COMMIT"]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short=7", "HEAD"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--",
+             "aten", "torch_ext", "tools"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+changes" if changed else "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    if SOURCE_COMMIT_FILE.is_file():
+        return SOURCE_COMMIT_FILE.read_text().strip() or "unknown"
+    return "unknown"
+
+
 def _portable_command(argv: list[str], out: str | Path) -> str:
     """The command line as a reader can rerun it: `python3`, the script
     relative to the repository, and the output folder as `$OUT`."""
@@ -900,6 +929,7 @@ def _bench(args: argparse.Namespace) -> int:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "overlap_ops": ours_version,
+        "source_commit": source_commit(),
         "shapes_path": os.path.relpath(args.shapes, REPO),
         "shapes_about": suite.about,
         "dists": suite.dists,

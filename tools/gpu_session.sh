@@ -7,6 +7,9 @@
 # or to results/tmp when OUT is unset. A second invocation in the same
 # command writes session-2.tgz, and so on, so it never overwrites the
 # first one's results.
+# Before the device call, record the commit its sources come from, so the
+# results name it (this copy has no .git; the file is git-ignored):
+#   git rev-parse --short=7 HEAD > .source-commit   # carry [".whl", ".source-commit"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-results/tmp}
@@ -35,6 +38,7 @@ fi
 export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
+echo "sources: $(cat .source-commit 2>/dev/null || echo 'unknown (no .source-commit carried)')"
 # profile_rows ROWS FILE ARGS...: tools/profile_grouped_mm.py ARGS on each
 # row of ROWS ("case dist pass" separated by ";", from either suite), for
 # each of ROW_IMPLS (default: ours then stock), appended to FILE (the

@@ -359,8 +359,10 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
              "mm peak (used for every dtype) and B the measured "
              "device-to-device copy (read + write) of the row's own part:"]
     for index, part in enumerate(parts, start=1):
+        built = (f", sources {part['source_commit']}"
+                 if part.get("source_commit") else "")
         lines.append(
-            f"  - part {index} ({part.get('timestamp') or '?'}): P = "
+            f"  - part {index} ({part.get('timestamp') or '?'}{built}): P = "
             f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "
             f"{part.get('copy_gbps') or 0:.0f} GB/s; dense mm peaks "
             f"(8192^3): {_peaks(part.get('peak_tflops')) or 'n/a'}")
@@ -380,8 +382,11 @@ def _header(results: dict[str, Any]) -> list[str]:
         f"; {results.get('timestamp', '?')}",
         f"- command: `{results.get('command', '?')}`",
         f"- suite: `{results.get('shapes_path', '?')}`",
-        f"- {_ours_label(results)} = `torch.ops.overlap_ops.grouped_mm`; "
-        "stock = `torch._grouped_mm` of the same torch, same run",
+        f"- {_ours_label(results)} = `torch.ops.overlap_ops.grouped_mm`"
+        + (f" (sources {results['source_commit']})"
+           if results.get("source_commit") and
+           len(results.get("parts") or []) < 2 else "")
+        + "; stock = `torch._grouped_mm` of the same torch, same run",
         *_floor_lines(results),
         f"- timing: {results.get('timer', '?')}",
     ]

@@ -82,8 +82,8 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged["parts"] = [
         part for run in runs for part in (run.get("parts") or [
             {key: run.get(key) for key in
-             ("timestamp", "floor_peak_tflops", "copy_gbps", "peak_tflops",
-              "timer")}])]
+             ("timestamp", "source_commit", "floor_peak_tflops",
+              "copy_gbps", "peak_tflops", "timer")}])]
     return merged
 
 
