@@ -269,20 +269,26 @@ for stage in "$@"; do
         "$OUT/hostpath/hostpath.md" --calls 50 --host-path
       ;;
     profile)
-      # ncu on one row (PROFILE_ROW: case dist pass), ours per tile config
-      # and stock: one GEMM launch each, after PROFILE_SKIP (default 4)
-      # GEMM launches.
+      # ncu on one row (PROFILE_ROW: case dist pass; PROFILE_DTYPE bf16,
+      # fp16 or fp32; PROFILE_SHAPES: the suite file, default the shared
+      # one), ours per tile config and stock: one GEMM launch each, after
+      # PROFILE_SKIP (default 4) GEMM launches. GEMM kernels are matched by
+      # PROFILE_KERNELS (default: CUTLASS's device_kernel and cuBLAS's
+      # sm90_xmma names, which stock's float32 loop runs).
       read -r pcase pdist ppass <<< "${PROFILE_ROW:-deepseek_v3_decode sparse fwd}"
       mkdir -p "$OUT/ncu"
       for impl in ${PROFILE_IMPLS:-ours:small ours:medium stock}; do
         tile=${impl#*:}; impl=${impl%%:*}
         [[ $tile == "$impl" ]] && tile=auto
         OVERLAP_OPS_SM90_TILE=$tile timeout 120 ncu --launch-skip ${PROFILE_SKIP:-4} \
-          --launch-count 1 -k "regex:device_kernel" \
+          --launch-count 1 -k "regex:${PROFILE_KERNELS:-device_kernel|xmma_gemm}" \
           --section SpeedOfLight --section MemoryWorkloadAnalysis \
           --section LaunchStats --section Occupancy --section SchedulerStats \
+          --section WarpStateStats \
           python3 tools/profile_grouped_mm.py --case "$pcase" --dist "$pdist" \
-          --pass "$ppass" --impl "$impl" > "$OUT/ncu/${impl}_${tile}.txt" 2>&1
+          --pass "$ppass" --impl "$impl" --dtype "${PROFILE_DTYPE:-bf16}" \
+          --shapes "${PROFILE_SHAPES:-bench/moe_shapes.json}" \
+          > "$OUT/ncu/${impl}_${tile}.txt" 2>&1
         echo "ncu $impl tile=$tile rc=$?"
         grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Grid Size|Block Size|Registers|Achieved Occupancy|Waves" \
           "$OUT/ncu/${impl}_${tile}.txt" | head -24
