@@ -409,17 +409,29 @@ def _fake_results(inductor: bool = False) -> dict:
 class TestReport(TestCase):
     def test_targets(self) -> None:
         lines = report.target_lines(_fake_results()["rows"])
-        self.assertEqual(lines[0], "| target (issue 9) | this run | met | "
+        self.assertEqual(lines[0], "| target (issue) | this run | met | "
                          "worst rows missing it |")
-        self.assertIn("| bf16 fwd: gm ours/floor <= 1.10 | 1.49 | **no** |"
+        self.assertIn("| (9) bf16 fwd: gm ours/floor <= 1.10 | 1.49 | **no** |"
                       "  |", lines)
-        self.assertIn("| bf16 fwd: every row ours/floor <= 1.25 | 2 of 3 "
+        self.assertIn("| (9) bf16 fwd: every row ours/floor <= 1.25 | 2 of 3 "
                       "rows above | **no** | b balanced 2.00, a skewed 1.50 |",
                       lines)
-        self.assertIn("| fp16 fwd: every row within 1.03x of our bf16 | "
+        self.assertIn("| (9) fp16 fwd: every row within 1.03x of our bf16 | "
                       "max 1.000 | yes |  |", lines)
-        self.assertIn("| bf16 fwd: never slower than stock | 0 rows > 1.00 "
+        self.assertIn("| (3) fp16 fwd: every row within 1.05x of our bf16 | "
+                      "max 1.000 | yes |  |", lines)
+        self.assertIn("| (9) bf16 fwd: never slower than stock | 0 rows > 1.00 "
                       "(0 > 1.03) | yes |  |", lines)
+        self.assertIn("| (3) bf16 fwd: no row slower than stock by more than "
+                      "1.03x | 0 rows | yes |  |", lines)
+        # Issue 3's bound names the rows past noise only.
+        slow = [dict(r) for r in _fake_results()["rows"]]
+        slow[0]["ours_us"] = slow[0]["stock_us"] * 1.02
+        slow[1]["ours_us"] = slow[1]["stock_us"] * 1.10
+        lines = report.target_lines(slow)
+        missing = [l for l in lines if l.startswith("| (3) bf16 fwd: no row")]
+        self.assertEqual(len(missing), 1, lines)
+        self.assertIn("| 1 rows | **no** |", missing[0])
         # No row a target needs: no section.
         self.assertEqual(report.target_lines([]), [])
 
