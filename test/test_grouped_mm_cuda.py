@@ -1028,9 +1028,9 @@ class TestTf32MnBDirect(HopperTestCase):
     registers (GroupedMMSm90Tf32MnB.cuh), and no transposing copy of the
     weights: by default from 128 rows per group on average, always with
     OVERLAP_OPS_SM90_TF32_MN_B=direct (pinned here), never with =copy.
-    Each test runs the default 256-token tile and the narrow 128-token one
-    (OVERLAP_OPS_SM90_TILE=medium, an experiment). Checked against float64
-    per group."""
+    Each test runs the default 256-token tile and the two experiments:
+    the narrow 128-token tile (OVERLAP_OPS_SM90_TILE=medium) and 2-CTA
+    clusters (=large). Checked against float64 per group."""
 
     _KERNEL = "Tf32RegisterAMainloop"
 
@@ -1047,8 +1047,8 @@ class TestTf32MnBDirect(HopperTestCase):
 
     def _check(self, device, sizes, k, n, bias=False, extra_rows=0,
                offs_dtype=torch.int32):
-        """The call on each token tile: correct, one direct GEMM kernel, no
-        copy of the weights, and the two tiles' kernels told apart."""
+        """The call on each direct kernel: correct, one direct GEMM kernel,
+        no copy of the weights, and the three kernels told apart."""
         offs = make_offsets(sizes, device).to(offs_dtype)
         a = _randn(sum(sizes) + extra_rows, k, device=device,
                    dtype=torch.float32)
@@ -1056,12 +1056,13 @@ class TestTf32MnBDirect(HopperTestCase):
         bias_t = (_randn(len(sizes), n, device=device, dtype=torch.float32)
                   if bias else None)
         gemm_per_tile = {}
-        for tile in ("auto", "medium"):
+        tiles = ("auto", "medium", "large")
+        for tile in tiles:
             with self._direct(tile), _allow_tf32(True):
                 self._run_and_check(a, b, offs, bias_t)
         # Last: under compute-sanitizer the profiler records nothing and
-        # this skips, after both tiles' calls above ran under memcheck.
-        for tile in ("auto", "medium"):
+        # this skips, after every kernel's call above ran under memcheck.
+        for tile in tiles:
             with self._direct(tile), _allow_tf32(True):
                 names = self._names(a, b, offs, bias_t)
             gemms = _sm90_gemm_names(names)
@@ -1070,7 +1071,8 @@ class TestTf32MnBDirect(HopperTestCase):
             self.assertFalse(any("relayout_kernel" in name for name in names),
                              names)
             gemm_per_tile[tile] = gemms[0]
-        self.assertNotEqual(gemm_per_tile["auto"], gemm_per_tile["medium"])
+        self.assertEqual(len(set(gemm_per_tile.values())), len(tiles),
+                         gemm_per_tile)
 
     @parametrize("pattern", ["ragged", "empty_and_one_row", "skewed"])
     def test_matches_reference(self, device, pattern):

@@ -2,11 +2,11 @@
 # Compile-checks the CUDA sources with nvcc on a machine without a GPU (CI).
 # Builds into a temporary folder; the library is never loaded or installed.
 #
-#   tools/check_cuda_compile.sh          # every CUDA file except 12 of the 15
+#   tools/check_cuda_compile.sh          # every CUDA file except 12 of the 16
 #                                        # CUTLASS SM90 and 4 of the 5 SM80
-#                                        # instantiations (the TF32 N-major
-#                                        # units, _tf32_mn and _tf32_mn_narrow,
-#                                        # are compiled)
+#                                        # instantiations (the three TF32
+#                                        # N-major units, _tf32_mn*, are
+#                                        # compiled)
 #   tools/check_cuda_compile.sh --all    # all of them (~30 min on 2 cores)
 #   tools/check_cuda_compile.sh FILE...  # only these sources (paths or file
 #                                        # names, .cu or .cpp)
@@ -35,7 +35,7 @@ case "${1:-}" in
     ;;
   --all) ;;
   "")
-    export OVERLAP_OPS_CUDA_SOURCES='^(?!GroupedMMSm[89]0_)|^GroupedMMSm90_bf16_rr\.cu$|^GroupedMMSm90_tf32_mn(_narrow)?\.cu$|^GroupedMMSm80_bf16\.cu$'
+    export OVERLAP_OPS_CUDA_SOURCES='^(?!GroupedMMSm[89]0_)|^GroupedMMSm90_bf16_rr\.cu$|^GroupedMMSm90_tf32_mn(_narrow|_cluster)?\.cu$|^GroupedMMSm80_bf16\.cu$'
     ;;
   *)
     names=()

@@ -52,11 +52,15 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
 // read through registers, so B needs no transposing copy
 // (GroupedMMSm90Tf32MnB.cuh; the route: GroupedMMTf32Route.h). D is
 // row-major. The tile choice's config is ignored: 128 weight rows x 256
-// tokens, or x 128 tokens for the _narrow one (an experiment).
+// tokens; the experiments: x 128 tokens (_narrow), or on 2-CTA clusters
+// (_cluster).
 const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
                                TileChoice choice);
 const char* run_sm90_tf32_mn_b_narrow(const LaunchArgs& args,
                                       const LeadingDims& ld,
                                       TileChoice choice);
+const char* run_sm90_tf32_mn_b_cluster(const LaunchArgs& args,
+                                       const LeadingDims& ld,
+                                       TileChoice choice);
 
 }  // namespace at::native::grouped_mm::sm90

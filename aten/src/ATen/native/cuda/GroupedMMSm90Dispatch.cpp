@@ -129,17 +129,25 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
-// The direct read of N-major TF32 weights: 256-token tiles, or 128-token
-// ones when both OVERLAP_OPS_SM90_TF32_MN_B=direct and
-// OVERLAP_OPS_SM90_TILE=medium are set (an experiment for groups of at
-// most 128 rows, which the auto rule never reads directly; so a TF32 run
-// with only the tile pinned never reaches it).
+// The direct read of N-major TF32 weights: 256-token tiles without a
+// cluster. Two experiments, run only when OVERLAP_OPS_SM90_TF32_MN_B=direct
+// is set too (so a TF32 run with only the tile pinned never reaches them):
+// OVERLAP_OPS_SM90_TILE=medium, 128-token tiles (for groups of at most 128
+// rows, which the auto rule never reads directly); =large, 2-CTA clusters
+// sharing each token tile.
 const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
                           sm90::TileChoice choice, MnBMode mode) {
-  return mode == MnBMode::kDirect &&
-          choice.config == sm90::TileConfig::kMedium
-      ? sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice)
-      : sm90::run_sm90_tf32_mn_b(args, ld, choice);
+  if (mode == MnBMode::kDirect) {
+    switch (choice.config) {
+      case sm90::TileConfig::kMedium:
+        return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
+      case sm90::TileConfig::kLarge:
+        return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
+      default:
+        break;
+    }
+  }
+  return sm90::run_sm90_tf32_mn_b(args, ld, choice);
 }
 
 template <typename In, typename Out>

@@ -47,10 +47,22 @@ struct Tf32MnBNarrowTileConfig {
   using EpilogueSchedule = LargeSoloTileConfig::EpilogueSchedule;
 };
 
+// The default tile on 2-CTA clusters along the weight rows: the two CTAs
+// share each token tile through TMA multicast, halving that operand's
+// reads from L2. TF32 moves twice the bytes per FLOP of 16-bit, and
+// stock's per-group cuBLAS kernels (same 128x256x32 tile) run 1.1-1.3x
+// faster than ours on the large rows (results/NOTES.md, eleventh
+// session); a cluster is one difference to test. An experiment, run only
+// with both OVERLAP_OPS_SM90_TF32_MN_B=direct and
+// OVERLAP_OPS_SM90_TILE=large; not yet GPU-run. A group whose weight-row
+// tile count is odd gets one idle CTA (gpt_oss_120b_w13: 45 tiles).
+using Tf32MnBClusterTileConfig = HalfK<LargeTileConfig>;
+
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both
 // operands from shared memory) is never instantiated; it is given an SS
 // TiledMma only so that its shared-memory storage and checks are those of
-// TF32 operands.
+// TF32 operands. The TMA atoms are the builder's: each operand multicast
+// across the cluster's other dimension (A' along N, B' along M).
 template <typename Policy, typename Config, typename StrideA,
           typename StrideB, typename SmemAtomA, typename SmemAtomB>
 using Tf32ArrayTmaMainloop = cutlass::gemm::collective::CollectiveMma<
@@ -61,7 +73,11 @@ using Tf32ArrayTmaMainloop = cutlass::gemm::collective::CollectiveMma<
             typename Config::TileShape, cute::GMMA::Major::K,
             cute::GMMA::Major::K>(),
         cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{})),
-    cute::SM90_TMA_LOAD, SmemAtomA, void, cute::identity, cute::SM90_TMA_LOAD,
+    decltype(cutlass::gemm::collective::detail::sm90_cluster_shape_to_tma_atom(
+        cute::shape<1>(typename Config::ClusterShape{}))),
+    SmemAtomA, void, cute::identity,
+    decltype(cutlass::gemm::collective::detail::sm90_cluster_shape_to_tma_atom(
+        cute::shape<0>(typename Config::ClusterShape{}))),
     SmemAtomB, void, cute::identity>;
 
 // Policy: CUTLASS's MainloopSm90ArrayTmaGmmaWarpSpecialized; a template
