@@ -1096,6 +1096,13 @@ class TestTf32MnBDirect(HopperTestCase):
         sizes = [(i * 7) % 5 for i in range(1500)]  # zeros and 1..4
         self._check(device, sizes, k=32, n=64, offs_dtype=offs_dtype)
 
+    def test_odd_weight_tiles_and_more_k_tiles_than_stages(self, device):
+        # N = 328: three 128-row weight tiles, so the 2-CTA cluster pads one
+        # (with a bias); K = 200: seven 32-float K tiles, more than the
+        # stages, so stages are released and refilled inside the mainloop;
+        # groups past 256 tokens.
+        self._check(device, [300, 0, 520, 7], k=200, n=328, bias=True)
+
     def test_unaligned_weights_take_the_copy_route(self, device):
         # N = 18 floats: rows of the weights are not 16-byte aligned, so
         # TMA cannot read them as they are; the call goes the default way.
