@@ -39,11 +39,12 @@ std::string hopper_tf32_family(
 
 // Whether a row-grouped call with row-major weights runs the swapped
 // Hopper kernel that reads them as they are (by default), for `rows` rows
-// in `groups` groups.
-bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups) {
+// in `groups` groups and A of the given major.
+bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups, bool a_row_major) {
   TORCH_CHECK(rows >= 0, "rows must be >= 0, got ", rows);
   TORCH_CHECK(groups >= 1, "groups must be >= 1, got ", groups);
-  return at::native::grouped_mm::tf32_mn_b_direct_wins(rows, groups);
+  return at::native::grouped_mm::tf32_mn_b_direct_wins(rows, groups,
+                                                       a_row_major);
 }
 
 // Each group's first K index in the padded copies, then their K width,
@@ -72,7 +73,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_hopper_tf32_family(bool grouped_along_k, int m, int k, int n, "
         "int groups, bool transpose_a, bool transpose_b) -> str",
         &overlap_ops::hopper_tf32_family);
-  m.def("_tf32_mn_b_direct_wins(int rows, int groups) -> bool",
+  m.def("_tf32_mn_b_direct_wins(int rows, int groups, "
+        "bool a_row_major=True) -> bool",
         &overlap_ops::tf32_mn_b_direct_wins);
   m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
         &overlap_ops::tf32_padded_k_layout);

@@ -91,9 +91,7 @@ MnBMode tf32_mn_b_mode() {
 }
 
 // auto: where it won on the H200 (tf32_mn_b_direct_wins,
-// GroupedMMTf32Route.h), measured with row-major A only; a column-major A
-// is copied by the SM90 path and read as it is by the SM80 kernels, so
-// the route decides those calls.
+// GroupedMMTf32Route.h).
 bool tf32_mn_b_direct_chosen(MnBMode mode, const Geometry& geo) {
   switch (mode) {
     case MnBMode::kCopy:
@@ -101,8 +99,8 @@ bool tf32_mn_b_direct_chosen(MnBMode mode, const Geometry& geo) {
     case MnBMode::kDirect:
       return true;
     default:
-      return major_of(geo.a) == Major::kRow &&
-          tf32_mn_b_direct_wins(geo.extent, geo.num_groups);
+      return tf32_mn_b_direct_wins(geo.extent, geo.num_groups,
+                                   major_of(geo.a) == Major::kRow);
   }
 }
 

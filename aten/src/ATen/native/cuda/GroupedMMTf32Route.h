@@ -88,10 +88,14 @@ inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
 // balanced 1.02x, skewed 1.12x), 0.89x in geometric mean, so 128 is in.
 constexpr int64_t kMnBDirectMinRowsPerGroup = 128;
 
-// rows: the call's total rows (a's row count, host-known), groups: G. The
-// dispatch also asks for a row-major A (the measured case).
-inline bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups) {
-  return groups > 0 && rows >= kMnBDirectMinRowsPerGroup * groups;
+// rows: the call's total rows (a's row count, host-known), groups: G.
+// Measured with a row-major A only; a column-major A would be copied by
+// the swapped kernel and read as it is by the SM80 kernels, so the route
+// above decides those calls.
+inline bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups,
+                                  bool a_row_major) {
+  return a_row_major && groups > 0 &&
+      rows >= kMnBDirectMinRowsPerGroup * groups;
 }
 
 }  // namespace at::native::grouped_mm
