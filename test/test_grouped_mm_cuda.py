@@ -524,6 +524,24 @@ class TestSm90TileConfig(TestCase):
             self.assertEqual(self.config(True, rows, tf32=True), "large_solo")
 
     @needs_extension
+    def test_raster_walks_the_smaller_extent_first(self):
+        # One wave of CTAs shares the tiles of the extent it walks first,
+        # so the smaller operand is the one read again (GroupedMMTileChoice.h).
+        def raster(mean_m, mean_n):
+            return torch.ops.overlap_ops._sm90_raster_order(mean_m, mean_n)
+        # The swapped TF32 kernel's M is the weights' columns, its N the
+        # mean rows per group: mixtral_8x22b_w13 fwd walks the tokens first.
+        self.assertEqual(raster(32768, 2048), "n")
+        # Row-grouped 16-bit fwd: tokens (M) first, as before.
+        self.assertEqual(raster(4096, 14336), "m")
+        # A tie keeps the scheduler's default, M first.
+        self.assertEqual(raster(4096, 4096), "m")
+        self.assertEqual(raster(0, 0), "m")
+        self.assertEqual(raster(4097, 4096), "n")
+        with self.assertRaisesRegex(RuntimeError, "must be >= 0"):
+            raster(-1, 4)
+
+    @needs_extension
     def test_row_grouped_16_bit_measured_rows(self):
         # The H200 A/Bs, wide vs large_solo (results/tiles/2026-11-30k-wide,
         # -tilecheck): the rows' mean group sizes and the config that won
@@ -646,32 +664,47 @@ class TestHopperTf32Route(TestCase):
                              winner, name)
 
     @needs_extension
-    def test_row_major_weights_read_directly_from_128_rows_per_group(self):
+    def test_row_major_weights_read_directly_at_every_size(self):
         # The swapped kernel (no copy of the weights) against the route
-        # above, fwd on the H200 in one run (results/tf32/2026-11-30m-direct):
-        # it won every row from 256 rows per group on and lost the decode
-        # rows (64 and 8); at 128 it won in geometric mean (0.89x).
-        def direct(rows, groups):
-            return torch.ops.overlap_ops._tf32_mn_b_direct_wins(rows, groups)
+        # above, fwd on the H200: with 256-token tiles it won every row from
+        # 256 rows per group on (results/tf32/2026-11-30m-direct), with
+        # 128-token tiles every row up to 128 (results/tf32/
+        # 2026-12-01a-narrow). A column-major a keeps the route above.
+        def direct(rows, groups, a_row_major=True):
+            return torch.ops.overlap_ops._tf32_mn_b_direct_wins(
+                rows, groups, a_row_major)
+        for rows, groups in ((1024, 128), (2048, 32), (1024, 8),
+                             (32768, 8), (0, 3)):
+            self.assertTrue(direct(rows, groups), (rows, groups))
+            self.assertFalse(direct(rows, groups, False), (rows, groups))
+        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
+            direct(16, 0)
+
+    @needs_extension
+    def test_small_groups_take_the_narrow_token_tile(self):
+        # 128-token tiles against 256-token ones, same run (results/tf32/
+        # 2026-12-01a-narrow, fwd): 0.72-0.93x the previous default's time
+        # up to 128 rows per group, 1.35x at 171 (grin_moe sparse) and
+        # 1.37-1.74x from 256 on.
+        def narrow(rows, groups):
+            return torch.ops.overlap_ops._tf32_mn_b_narrow_wins(rows, groups)
         rows = {
-            ("qwen3_decode", 1024, 128): False,        # 1.38-1.55x
-            ("deepseek_v3_decode", 2048, 32): False,   # 1.08-1.28x
-            ("grin_moe", 1024, 8): True,               # 0.61-1.12x
-            ("gpt_oss_120b_w13", 32768, 128): True,    # 0.52-0.74x
-            ("qwen3_30b_a3b_w13", 65536, 128): True,   # 0.51-0.61x
-            ("deepseek_v3_ep8_w13", 32768, 32): True,  # 0.71-0.80x
-            ("mixtral_8x7b_w2", 32768, 8): True,       # 0.92-0.94x
+            ("qwen3_decode", 1024, 128): True,         # 0.83-0.93x
+            ("deepseek_v3_decode", 2048, 32): True,    # 0.81-0.83x
+            ("grin_moe", 1024, 8): True,               # 0.72-0.88x
+            ("gpt_oss_120b_w13", 32768, 128): False,   # 1.19-1.51x
+            ("mixtral_8x7b_w2", 32768, 8): False,      # 1.67-1.74x
         }
         for (name, total, groups), wins in rows.items():
-            self.assertEqual(direct(total, groups), wins, name)
+            self.assertEqual(narrow(total, groups), wins, name)
         # The edge: 128 rows per group on average.
-        self.assertTrue(direct(128 * 5, 5))
-        self.assertFalse(direct(128 * 5 - 1, 5))
-        self.assertFalse(direct(0, 3))
+        self.assertTrue(narrow(128 * 5, 5))
+        self.assertFalse(narrow(128 * 5 + 1, 5))
+        self.assertTrue(narrow(0, 3))
         with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
-            direct(10, 0)
+            narrow(10, 0)
         with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
-            direct(-1, 2)
+            narrow(-1, 2)
 
     @needs_extension
     def test_transposed_activations_pay_per_row(self):
@@ -1026,20 +1059,23 @@ class TestTf32MnBDirect(HopperTestCase):
     """TF32 calls grouped along rows with row-major (N-major) weights run
     the swapped Hopper kernel, D^T = W^T X^T with W^T read through
     registers (GroupedMMSm90Tf32MnB.cuh), and no transposing copy of the
-    weights: by default from 128 rows per group on average, always with
+    weights: by default for a row-major a, always with
     OVERLAP_OPS_SM90_TF32_MN_B=direct (pinned here), never with =copy.
-    Each test runs the default 256-token tile and the two experiments:
-    the narrow 128-token tile (OVERLAP_OPS_SM90_TILE=medium) and 2-CTA
-    clusters (=large). Checked against float64 per group."""
+    Each test runs its three kernels, pinned by OVERLAP_OPS_SM90_TILE: the
+    256-token tile (large_solo), the 128-token tile (medium, the default up
+    to 128 rows per group) and 2-CTA clusters (large, an experiment), each
+    walking its tiles M first and N first. Checked against float64 per
+    group."""
 
     _KERNEL = "Tf32RegisterAMainloop"
 
-    def _direct(self, tile="auto"):
+    def _direct(self, tile="auto", raster="auto"):
         # The backend pinned to auto too, so a suite run with another one
         # forced still tests this kernel.
         return unittest.mock.patch.dict(
             os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "direct",
-                         _BACKEND_ENV: "auto", "OVERLAP_OPS_SM90_TILE": tile})
+                         _BACKEND_ENV: "auto", "OVERLAP_OPS_SM90_TILE": tile,
+                         "OVERLAP_OPS_SM90_RASTER": raster})
 
     def _names(self, a, b, offs, bias):
         return [name for name, _ in launched_kernels(
@@ -1056,10 +1092,11 @@ class TestTf32MnBDirect(HopperTestCase):
         bias_t = (_randn(len(sizes), n, device=device, dtype=torch.float32)
                   if bias else None)
         gemm_per_tile = {}
-        tiles = ("auto", "medium", "large")
+        tiles = ("large_solo", "medium", "large")
         for tile in tiles:
-            with self._direct(tile), _allow_tf32(True):
-                self._run_and_check(a, b, offs, bias_t)
+            for raster in ("m", "n"):
+                with self._direct(tile, raster), _allow_tf32(True):
+                    self._run_and_check(a, b, offs, bias_t)
         # Last: under compute-sanitizer the profiler records nothing and
         # this skips, after every kernel's call above ran under memcheck.
         for tile in tiles:
@@ -1123,14 +1160,34 @@ class TestTf32MnBDirect(HopperTestCase):
         self.assertTrue(names)
         return any(self._KERNEL in name for name in names)
 
-    def test_default_reads_directly_from_128_rows_per_group(self, device):
-        # 160 rows per group on average: the swapped kernel; 80: the SM80
-        # kernels (the route of GroupedMMTf32Route.h). A column-major a
-        # (which the swapped kernel would copy) keeps the route too.
+    def test_default_reads_directly_for_a_row_major_a(self, device):
+        # 160 rows per group on average (256-token tiles) and 80 (128-token
+        # tiles): the swapped kernel. A column-major a (which the swapped
+        # kernel would copy) keeps the route of GroupedMMTf32Route.h.
         self.assertTrue(self._ran_direct([200, 0, 280], "auto"))
-        self.assertFalse(self._ran_direct([64, 96], "auto"))
+        self.assertTrue(self._ran_direct([64, 96], "auto"))
         self.assertFalse(self._ran_direct([200, 0, 280], "auto",
                                           a_transposed=True))
+
+    def test_token_tile_follows_the_mean_group_size(self, device):
+        # Up to 128 rows per group on average the default is the 128-token
+        # kernel, the one OVERLAP_OPS_SM90_TILE=medium pins; beyond, the
+        # 256-token one (large_solo).
+        def gemm(sizes, tile):
+            offs = make_offsets(sizes, device)
+            a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
+            b = _randn(len(sizes), 64, 128, device=device,
+                       dtype=torch.float32)
+            with self._direct(tile), _allow_tf32(True):
+                gemms = _sm90_gemm_names(self._names(a, b, offs, None))
+            if not gemms:  # under compute-sanitizer
+                self.skipTest("the profiler recorded no kernel")
+            self.assertEqual(len(gemms), 1, gemms)
+            return gemms[0]
+        small, large = [64, 0, 192], [200, 0, 280]
+        self.assertEqual(gemm(small, "auto"), gemm(small, "medium"))
+        self.assertEqual(gemm(large, "auto"), gemm(large, "large_solo"))
+        self.assertNotEqual(gemm(large, "auto"), gemm(small, "auto"))
 
     def test_copy_never_reads_directly(self, device):
         # =copy keeps the route of GroupedMMTf32Route.h (a K-major copy of
@@ -1151,6 +1208,44 @@ class TestTf32MnBDirect(HopperTestCase):
                 _grouped_mm(a, b, offs)
 
 
+class TestSm90RasterOrder(HopperTestCase):
+    """The Hopper kernels walking each group's output tiles M first and N
+    first (OVERLAP_OPS_SM90_RASTER, pinned here; the default is
+    raster_order_for in GroupedMMTileChoice.h): the same results, checked
+    against float64 per group, with groups that are empty, ragged and
+    more than one wave of tiles."""
+
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("layout", ["2d_3d", "2d_2d"])
+    @parametrize("raster", ["m", "n"])
+    def test_matches_reference(self, device, dtype, layout, raster):
+        sizes = [300, 0, 1, 777, 130]
+        if layout == "2d_3d":
+            a = _randn(sum(sizes) + 5, 96, device=device, dtype=dtype)
+            b = _randn(len(sizes), 96, 520, device=device, dtype=dtype)
+        else:
+            # wgrad's layouts: a = grad_out^T (column-major), b = x.
+            a = _randn(520, sum(sizes), device=device, dtype=dtype,
+                       transposed=True)
+            b = _randn(sum(sizes), 264, device=device, dtype=dtype)
+        offs = make_offsets(sizes, device)
+        with unittest.mock.patch.dict(
+                os.environ, {_BACKEND_ENV: "sm90",
+                             "OVERLAP_OPS_SM90_RASTER": raster}), \
+                _allow_tf32(True):
+            self._run_and_check(a, b, offs)
+
+    def test_bad_value_raises(self, device):
+        a = _randn(8, 16, device=device, dtype=torch.bfloat16)
+        b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
+        with unittest.mock.patch.dict(
+                os.environ, {_BACKEND_ENV: "sm90",
+                             "OVERLAP_OPS_SM90_RASTER": "diagonal"}):
+            with self.assertRaisesRegex(RuntimeError,
+                                        "OVERLAP_OPS_SM90_RASTER"):
+                _grouped_mm(a, b, make_offsets([3, 5], device))
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
@@ -1161,6 +1256,8 @@ instantiate_device_type_tests(TestSm90SingleKernelTiles, globals(),
 instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestTf32MnBDirect, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90RasterOrder, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

@@ -47,6 +47,13 @@ bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups, bool a_row_major) {
                                                        a_row_major);
 }
 
+// Whether the swapped kernel runs its 128-token tile (else 256 tokens).
+bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
+  TORCH_CHECK(rows >= 0, "rows must be >= 0, got ", rows);
+  TORCH_CHECK(groups >= 1, "groups must be >= 1, got ", groups);
+  return at::native::grouped_mm::tf32_mn_b_narrow_wins(rows, groups);
+}
+
 // Each group's first K index in the padded copies, then their K width,
 // for groups of these sizes (in order, as the offsets give them).
 std::vector<int64_t> tf32_padded_k_layout(
@@ -76,6 +83,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_tf32_mn_b_direct_wins(int rows, int groups, "
         "bool a_row_major=True) -> bool",
         &overlap_ops::tf32_mn_b_direct_wins);
+  m.def("_tf32_mn_b_narrow_wins(int rows, int groups) -> bool",
+        &overlap_ops::tf32_mn_b_narrow_wins);
   m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
         &overlap_ops::tf32_padded_k_layout);
 }

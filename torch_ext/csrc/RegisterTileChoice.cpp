@@ -31,6 +31,17 @@ std::string sm90_tile_config(bool row_grouped, int64_t rows_per_group,
       sm90::tile_config_name(sm90::tile_config_for(query, requested)));
 }
 
+// "m" or "n": which way the Hopper kernels walk a group's output tiles
+// first, for a group output of mean_m x mean_n (raster_order_for).
+std::string sm90_raster_order(int64_t mean_m, int64_t mean_n) {
+  TORCH_CHECK(mean_m >= 0 && mean_n >= 0,
+              "mean_m and mean_n must be >= 0, got ", mean_m, ", ", mean_n);
+  namespace sm90 = at::native::grouped_mm::sm90;
+  return sm90::raster_order_for(mean_m, mean_n) == sm90::RasterOrder::kAlongM
+      ? "m"
+      : "n";
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
@@ -38,4 +49,6 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_sm90_tile_config(bool row_grouped, int rows_per_group, bool tf32, "
         "str forced=\"auto\") -> str",
         &overlap_ops::sm90_tile_config);
+  m.def("_sm90_raster_order(int mean_m, int mean_n) -> str",
+        &overlap_ops::sm90_raster_order);
 }

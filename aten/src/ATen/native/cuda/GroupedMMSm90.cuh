@@ -244,7 +244,8 @@ inline int64_t align_up(int64_t bytes) {
 template <typename G>
 typename G::Gemm::Arguments gemm_arguments(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
-    typename ProblemShape::UnderlyingProblemShape* shapes) {
+    typename ProblemShape::UnderlyingProblemShape* shapes,
+    RasterOrder raster = RasterOrder::kAlongM) {
   typename G::Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGrouped,
       {static_cast<int>(args.geo.num_groups), shapes, nullptr},
@@ -256,6 +257,10 @@ typename G::Gemm::Arguments gemm_arguments(
   arguments.hw_info.device_id = args.out.get_device();
   // The SM carveout: the persistent grid never exceeds sm_limit CTAs.
   arguments.hw_info.sm_count = static_cast<int>(args.sm_limit);
+  using RasterOptions = decltype(arguments.scheduler.raster_order);
+  arguments.scheduler.raster_order = raster == RasterOrder::kAlongN
+      ? RasterOptions::AlongN
+      : RasterOptions::AlongM;
   return arguments;
 }
 
@@ -331,8 +336,8 @@ template <typename G>
 const char* check_gemm(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes, void* workspace,
-    CheckedGemm<G>& checked) {
-  checked.arguments = gemm_arguments<G>(args, dev, shapes);
+    RasterOrder raster, CheckedGemm<G>& checked) {
+  checked.arguments = gemm_arguments<G>(args, dev, shapes, raster);
   checked.workspace = workspace;
   if (checked.gemm.can_implement(checked.arguments) !=
       cutlass::Status::kSuccess) {
@@ -407,7 +412,8 @@ const char* run_grouped_gemm(
   const DeviceArguments<G>& dev = call.dev;
   CheckedGemm<G> gemm;
   if (const char* error =
-          check_gemm<G>(args, dev, dev.shapes, call.workspace, gemm)) {
+          check_gemm<G>(args, dev, dev.shapes, call.workspace,
+                        choice.raster, gemm)) {
     return error;
   }
   // The fill goes first, and CUTLASS's host-side initialisation overlaps

@@ -37,6 +37,9 @@ struct TileChoice {
   // the full K extent on all 24 rows of the H200 A/B (results/tf32/
   // 2026-11-30k-shortk); OVERLAP_OPS_SM90_TF32_K_TILE=long turns it off.
   bool tf32_short_k = true;
+  // raster_order_for (GroupedMMTileChoice.h), or pinned by
+  // OVERLAP_OPS_SM90_RASTER=m|n for A/B runs.
+  RasterOrder raster = RasterOrder::kAlongM;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

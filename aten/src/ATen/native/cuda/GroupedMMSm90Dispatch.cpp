@@ -127,25 +127,43 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
-// The direct read of N-major TF32 weights: 256-token tiles without a
-// cluster. Two experiments, run only when OVERLAP_OPS_SM90_TF32_MN_B=direct
-// is set too (so a TF32 run with only the tile pinned never reaches them):
-// OVERLAP_OPS_SM90_TILE=medium, 128-token tiles (for groups of at most 128
-// rows, which the auto rule never reads directly); =large, 2-CTA clusters
-// sharing each token tile.
+// The direct read of N-major TF32 weights: 128-token tiles for small
+// groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
+// OVERLAP_OPS_SM90_TILE picks the token tile: medium 128, large_solo 256,
+// large 256 on 2-CTA clusters sharing each token tile (an experiment that
+// did not win: 0.99x in geometric mean, results/tf32/2026-12-01a-narrow).
 const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
-                          sm90::TileChoice choice, MnBMode mode) {
-  if (mode == MnBMode::kDirect) {
-    switch (choice.config) {
-      case sm90::TileConfig::kMedium:
-        return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
-      case sm90::TileConfig::kLarge:
-        return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
-      default:
-        break;
-    }
+                          sm90::TileChoice choice) {
+  const std::optional<sm90::TileConfig> pinned = requested_tile_config();
+  const bool narrow = pinned
+      ? *pinned == sm90::TileConfig::kMedium
+      : tf32_mn_b_narrow_wins(args.geo.extent, args.geo.num_groups);
+  if (narrow) {
+    return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
+  }
+  if (pinned == sm90::TileConfig::kLarge) {
+    return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
   }
   return sm90::run_sm90_tf32_mn_b(args, ld, choice);
+}
+
+// A group's output extents as the host knows them, in the kernel's own
+// M and N (the swapped kernel's M is the weights' columns): the rule of
+// raster_order_for, or OVERLAP_OPS_SM90_RASTER=m|n pinned for A/B runs.
+sm90::RasterOrder pick_raster_order(const Geometry& geo, bool swapped) {
+  switch (env_choice("OVERLAP_OPS_SM90_RASTER", {"m", "n"})) {
+    case 1:
+      return sm90::RasterOrder::kAlongM;
+    case 2:
+      return sm90::RasterOrder::kAlongN;
+    default:
+      break;
+  }
+  const int64_t groups = std::max<int64_t>(1, geo.num_groups);
+  const int64_t m = geo.grouped == GroupedDim::kRows ? geo.extent / groups
+                                                     : geo.m;
+  return swapped ? sm90::raster_order_for(geo.n, m)
+                 : sm90::raster_order_for(m, geo.n);
 }
 
 template <typename In, typename Out>
@@ -246,8 +264,9 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
+  choice.raster = pick_raster_order(args.geo, mn_b_direct);
   const char* error = mn_b_direct
-      ? run_tf32_mn_b(args, ld, choice, mn_b_mode)
+      ? run_tf32_mn_b(args, ld, choice)
       : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   // Otherwise nothing to finish: the epilogue added the bias, the fill

@@ -79,23 +79,30 @@ inline Tf32Family hopper_tf32_family(const Tf32Work& w) {
 
 // Row-grouped calls with row-major (N-major) weights can instead run the
 // swapped Hopper kernel (GroupedMMSm90Tf32MnB.cuh), which reads the weights
-// as they are: no copy, and SM90 throughput. Its token tile is 256 wide, so
-// it wastes most of it on small groups. Measured on the H200 against the
-// route above, same run (results/tf32/2026-11-30m-direct, fwd): from 256
-// rows per group on it won every row (0.51-0.97x the time, mixtral to
-// qwen3_30b_a3b); at 64 and 8 (the decode rows) it lost to the SM80 kernels
-// (1.08-1.55x); at 128 (grin_moe) it won one row of three (sparse 0.61x,
-// balanced 1.02x, skewed 1.12x), 0.89x in geometric mean, so 128 is in.
-constexpr int64_t kMnBDirectMinRowsPerGroup = 128;
-
+// as they are: no copy, and SM90 throughput. Measured on the H200 against
+// the route above, same run: with 256-token tiles it won every row from
+// 256 rows per group on (0.51-0.97x the time, results/tf32/
+// 2026-11-30m-direct); with 128-token tiles (tf32_mn_b_narrow_wins) it won
+// every row up to 128 rows per group, the decode rows included (0.72-0.93x,
+// results/tf32/2026-12-01a-narrow). So it runs every such call.
 // rows: the call's total rows (a's row count, host-known), groups: G.
 // Measured with a row-major A only; a column-major A would be copied by
 // the swapped kernel and read as it is by the SM80 kernels, so the route
 // above decides those calls.
 inline bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups,
                                   bool a_row_major) {
-  return a_row_major && groups > 0 &&
-      rows >= kMnBDirectMinRowsPerGroup * groups;
+  return a_row_major && groups > 0 && rows >= 0;
+}
+
+// The swapped kernel's token tile: 128 tokens up to this many rows per
+// group on average, 256 beyond. Same run (results/tf32/2026-12-01a-narrow):
+// 128-token tiles took 0.72-0.93x the time of the previous default at 8-128
+// rows per group, and 1.35x (grin_moe sparse, 171) to 1.74x (mixtral, 4096)
+// the 256-token tiles' time above.
+constexpr int64_t kMnBNarrowMaxRowsPerGroup = 128;
+
+inline bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
+  return groups > 0 && rows <= kMnBNarrowMaxRowsPerGroup * groups;
 }
 
 }  // namespace at::native::grouped_mm

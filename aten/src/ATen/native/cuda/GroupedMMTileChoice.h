@@ -120,4 +120,22 @@ inline TileConfig tile_config_for(const TileQuery& q,
   return default_tile_config(q);
 }
 
+// Which way the persistent scheduler walks a group's output tiles.
+// Consecutive CTAs take consecutive tiles, so one wave of CTAs shares the
+// operand tiles of the dimension walked first; the other operand streams
+// through L2 once per wave. Walking first along the group's smaller
+// dimension keeps the smaller operand (m x k against k x n, so m against
+// n) the one that is read again, where it can stay in L2. CUTLASS's group
+// scheduler walks M first by default; on the swapped TF32 kernel that is
+// the weights, which ncu showed streaming from DRAM once per token tile
+// (mixtral_8x22b_w13 TF32 fwd: 56 GB of DRAM traffic per call against
+// stock's 17 GB, results/ncu/2026-12-01a-tf32-dram). mean_m / mean_n: the
+// host-known sizes of a group's output (a row-grouped call's mean rows per
+// group for the grouped one). Ties keep M first, the scheduler's default.
+enum class RasterOrder { kAlongM, kAlongN };
+
+inline RasterOrder raster_order_for(int64_t mean_m, int64_t mean_n) {
+  return mean_m <= mean_n ? RasterOrder::kAlongM : RasterOrder::kAlongN;
+}
+
 }  // namespace at::native::grouped_mm::sm90
