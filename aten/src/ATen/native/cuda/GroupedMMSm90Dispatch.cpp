@@ -147,9 +147,11 @@ const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
   return sm90::run_sm90_tf32_mn_b(args, ld, choice);
 }
 
-// A group's output extents as the host knows them, in the kernel's own
-// M and N (the swapped kernel's M is the weights' columns): the rule of
-// raster_order_for, or OVERLAP_OPS_SM90_RASTER=m|n pinned for A/B runs.
+// The rule of raster_order_for over a group's output extents as the host
+// knows them, or OVERLAP_OPS_SM90_RASTER=m|n pinned for A/B runs. The
+// swapped TF32 kernel keeps CUTLASS's M first (its weights first): N
+// first, which the rule picks there, lost on the large skewed rows
+// (0.70-0.94x the time with M first, results/tf32/2026-12-01b-raster).
 sm90::RasterOrder pick_raster_order(const Geometry& geo, bool swapped) {
   switch (env_choice("OVERLAP_OPS_SM90_RASTER", {"m", "n"})) {
     case 1:
@@ -159,11 +161,13 @@ sm90::RasterOrder pick_raster_order(const Geometry& geo, bool swapped) {
     default:
       break;
   }
+  if (swapped) {
+    return sm90::RasterOrder::kAlongM;
+  }
   const int64_t groups = std::max<int64_t>(1, geo.num_groups);
   const int64_t m = geo.grouped == GroupedDim::kRows ? geo.extent / groups
                                                      : geo.m;
-  return swapped ? sm90::raster_order_for(geo.n, m)
-                 : sm90::raster_order_for(m, geo.n);
+  return sm90::raster_order_for(m, geo.n);
 }
 
 template <typename In, typename Out>

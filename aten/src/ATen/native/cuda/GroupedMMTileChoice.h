@@ -126,12 +126,12 @@ inline TileConfig tile_config_for(const TileQuery& q,
 // through L2 once per wave. Walking first along the group's smaller
 // dimension keeps the smaller operand (m x k against k x n, so m against
 // n) the one that is read again, where it can stay in L2. CUTLASS's group
-// scheduler walks M first by default; on the swapped TF32 kernel that is
-// the weights, which ncu showed streaming from DRAM once per token tile
-// (mixtral_8x22b_w13 TF32 fwd: 56 GB of DRAM traffic per call against
-// stock's 17 GB, results/ncu/2026-12-01a-tf32-dram). mean_m / mean_n: the
-// host-known sizes of a group's output (a row-grouped call's mean rows per
-// group for the grouped one). Ties keep M first, the scheduler's default.
+// scheduler walks M first. Measured on the H200 (results/tf32/
+// 2026-12-01b-raster, bf16 wgrad): N first won where it changes the order
+// on the suite, mixtral_8x7b_w2 (m 14336 > n 4096: 0.95-0.96x the time
+// of M first); the K-major kernels take this rule. mean_m / mean_n: the
+// host-known sizes of a group's output (a row-grouped call's mean rows
+// per group for the grouped one). Ties keep M first.
 enum class RasterOrder { kAlongM, kAlongN };
 
 inline RasterOrder raster_order_for(int64_t mean_m, int64_t mean_n) {
