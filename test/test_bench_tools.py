@@ -1084,6 +1084,26 @@ class TestMergeRuns(TestCase):
                     marker.write_text("0ef66a1\n")
                     self.assertEqual(bench.source_commit(), "0ef66a1")
 
+    def test_a_variant_promoted_to_ours(self):
+        # PATH@VARIANT: the part's ours column is its variant's, ratios
+        # recomputed, and the header says which settings it ran with.
+        first = self._run([("a", "fwd", 200.0, 100.0)], timestamp="t1",
+                          variants={"ours@m": {"RASTER": "m"}})
+        first["rows"][0].update({"ours@m_us": 50.0, "ours@m_check": "pass"})
+        second = self._run([("b", "fwd", 100.0, 200.0)], timestamp="t2")
+        promoted = merge_runs.promote_variant(first, "m")
+        self.assertEqual(first["rows"][0]["ours_us"], 200.0)  # not changed
+        merged = merge_runs.merge([promoted, second])
+        row = merged["rows"][0]
+        self.assertEqual((row["ours_us"], row["ours_check"]), (50.0, "pass"))
+        self.assertAlmostEqual(row["ours/stock"], 0.5)
+        self.assertAlmostEqual(row["ours/floor"], 0.5)
+        self.assertIn("  - part 1 (t1, ours = variant m (RASTER=m)): P = ",
+                      "\n".join(report._header(merged)))
+        self.assertNotIn("ours_from", merged["parts"][1])
+        with self.assertRaisesRegex(ValueError, "no variant 'n'.*has: m"):
+            merge_runs.promote_variant(first, "n")
+
     def test_mismatched_runs_and_duplicate_rows_are_refused(self):
         first = self._run([("a", "fwd", 1.0, 1.0)])
         with self.assertRaisesRegex(ValueError, "run 2 has gpu"):

@@ -39,6 +39,12 @@ export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
 echo "sources: $(cat .source-commit 2>/dev/null || echo 'unknown (no .source-commit carried)')"
+# The bench records this first: the machine's copy can carry a .git whose
+# HEAD is not the carried sources' commit (seen 2026-12-01: runs of
+# e46512a and a0ea2a5 recorded f95a894+changes).
+if [[ -s .source-commit ]]; then
+  export OVERLAP_OPS_SOURCE_COMMIT=$(cat .source-commit)
+fi
 # profile_rows ROWS FILE ARGS...: tools/profile_grouped_mm.py ARGS on each
 # row of ROWS ("case dist pass" separated by ";", from either suite), for
 # each of ROW_IMPLS (default: ours then stock), appended to FILE (the

@@ -370,6 +370,8 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
     for index, part in enumerate(parts, start=1):
         built = (f", sources {part['source_commit']}"
                  if part.get("source_commit") else "")
+        if part.get("ours_from"):
+            built += f", ours = {part['ours_from']}"
         lines.append(
             f"  - part {index} ({part.get('timestamp') or '?'}{built}): P = "
             f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "

@@ -13,6 +13,10 @@ row (case, dist, dtype, pass) may appear twice. Same-run variant columns are
 left out (not every run has them; they stay in the part's own report). The
 header lists each part's measured peak and copy bandwidth (each row's floor
 uses its own part's) and its command line.
+
+A run given as PATH@VARIANT takes that run's same-run variant column as its
+"ours" (for a part whose variant is the build's new default); the part's
+line in the header says so, with the variant's settings.
 """
 
 from __future__ import annotations
@@ -43,6 +47,31 @@ def _load(path: str) -> dict[str, Any]:
 
 def _without_variants(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if "@" not in k}
+
+
+def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
+    """A copy of run whose ours column is its variant `name` (the times,
+    checks and errors of `ours@name`, and the ratios recomputed)."""
+    column = f"ours@{name}"
+    if column not in (run.get("variants") or {}):
+        known = ", ".join(v.split("@", 1)[1] for v in run.get("variants") or {})
+        raise ValueError(f"merge: no variant {name!r} in the run "
+                         f"(it has: {known or 'none'})")
+    rows = []
+    for row in run["rows"]:
+        row = dict(row)
+        for field in ("us", "check", "rel_err", "error", "rounds_us"):
+            if f"{column}_{field}" in row:
+                row[f"ours_{field}"] = row[f"{column}_{field}"]
+        ours = row.get("ours_us")
+        if ours is not None:
+            if row.get("floor_us"):
+                row["ours/floor"] = ours / row["floor_us"]
+            if row.get("stock_us"):
+                row["ours/stock"] = ours / row["stock_us"]
+        rows.append(row)
+    settings = ",".join(f"{k}={v}" for k, v in run["variants"][column].items())
+    return dict(run, rows=rows, ours_from=f"variant {name} ({settings})")
 
 
 def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -83,19 +112,26 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         part for run in runs for part in (run.get("parts") or [
             {key: run.get(key) for key in
              ("timestamp", "source_commit", "floor_peak_tflops",
-              "copy_gbps", "peak_tflops", "timer")}])]
+              "copy_gbps", "peak_tflops", "timer", "ours_from")
+             if run.get(key) is not None}])]
     return merged
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+",
-                        help="result folders or grouped_mm_results.json files")
+                        help="result folders or grouped_mm_results.json "
+                        "files; PATH@VARIANT takes that variant as ours")
     parser.add_argument("--out", required=True,
                         help="folder for the merged JSON, markdown and PNG")
     args = parser.parse_args(argv)
     try:
-        merged = merge([_load(path) for path in args.runs])
+        runs = []
+        for arg in args.runs:
+            path, _, variant = arg.partition("@")
+            run = _load(path)
+            runs.append(promote_variant(run, variant) if variant else run)
+        merged = merge(runs)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 1
