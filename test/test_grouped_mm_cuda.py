@@ -1208,41 +1208,48 @@ class TestTf32MnBDirect(HopperTestCase):
                 _grouped_mm(a, b, offs)
 
 
-class TestSm90RasterOrder(HopperTestCase):
+class TestSm90TileOrder(HopperTestCase):
     """The Hopper kernels walking each group's output tiles M first and N
     first (OVERLAP_OPS_SM90_RASTER, pinned here; the default is
-    raster_order_for in GroupedMMTileChoice.h): the same results, checked
-    against float64 per group, with groups that are empty, ragged and
-    more than one wave of tiles."""
+    raster_order_for in GroupedMMTileChoice.h), and with the swizzle
+    experiment (OVERLAP_OPS_SM90_SWIZZLE), whose rounding adds tiles wholly
+    outside small groups: the same results, checked against float64 per
+    group, with groups that are empty, of one row, ragged and more than
+    one wave of tiles, and a bias (fused in the epilogue, so the extra
+    tiles' bias reads are covered)."""
 
     @dtypes(torch.bfloat16, torch.float32)
     @parametrize("layout", ["2d_3d", "2d_2d"])
-    @parametrize("raster", ["m", "n"])
-    def test_matches_reference(self, device, dtype, layout, raster):
+    @parametrize("order", ["m", "n", "m:8", "n:2"])
+    def test_matches_reference(self, device, dtype, layout, order):
+        raster, _, swizzle = order.partition(":")
         sizes = [300, 0, 1, 777, 130]
         if layout == "2d_3d":
             a = _randn(sum(sizes) + 5, 96, device=device, dtype=dtype)
             b = _randn(len(sizes), 96, 520, device=device, dtype=dtype)
+            bias = _randn(len(sizes), 520, device=device, dtype=dtype)
         else:
             # wgrad's layouts: a = grad_out^T (column-major), b = x.
             a = _randn(520, sum(sizes), device=device, dtype=dtype,
                        transposed=True)
             b = _randn(sum(sizes), 264, device=device, dtype=dtype)
+            bias = _randn(len(sizes), 264, device=device, dtype=dtype)
         offs = make_offsets(sizes, device)
         with unittest.mock.patch.dict(
                 os.environ, {_BACKEND_ENV: "sm90",
-                             "OVERLAP_OPS_SM90_RASTER": raster}), \
+                             "OVERLAP_OPS_SM90_RASTER": raster,
+                             "OVERLAP_OPS_SM90_SWIZZLE": swizzle or "auto"}), \
                 _allow_tf32(True):
-            self._run_and_check(a, b, offs)
+            self._run_and_check(a, b, offs, bias)
 
-    def test_bad_value_raises(self, device):
+    @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
+                          "OVERLAP_OPS_SM90_SWIZZLE"])
+    def test_bad_value_raises(self, device, name):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
         with unittest.mock.patch.dict(
-                os.environ, {_BACKEND_ENV: "sm90",
-                             "OVERLAP_OPS_SM90_RASTER": "diagonal"}):
-            with self.assertRaisesRegex(RuntimeError,
-                                        "OVERLAP_OPS_SM90_RASTER"):
+                os.environ, {_BACKEND_ENV: "sm90", name: "3"}):
+            with self.assertRaisesRegex(RuntimeError, name):
                 _grouped_mm(a, b, make_offsets([3, 5], device))
 
 
@@ -1257,7 +1264,7 @@ instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestTf32MnBDirect, globals(),
                               only_for=("cuda",))
-instantiate_device_type_tests(TestSm90RasterOrder, globals(),
+instantiate_device_type_tests(TestSm90TileOrder, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

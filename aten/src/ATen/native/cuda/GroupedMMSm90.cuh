@@ -385,7 +385,19 @@ const char* set_checked_parameters(
 }
 
 template <typename G>
-const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream) {
+const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
+                           int log_swizzle) {
+  if (log_swizzle > 0) {
+    // The group scheduler reads the swizzle on the device only (each
+    // group's tile counts are rounded there), so setting it in a copy of
+    // the built parameters is enough; the grid does not depend on it.
+    typename G::Gemm::Params params = checked.gemm.params();
+    params.scheduler.log_swizzle_size_ = log_swizzle;
+    if (G::Gemm::run(params, stream) != cutlass::Status::kSuccess) {
+      return "CUTLASS kernel launch failed";
+    }
+    return nullptr;
+  }
   if (checked.gemm.run(stream) != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
   }
@@ -439,7 +451,7 @@ const char* run_grouped_gemm(
       return error;
     }
   }
-  return launch_checked(gemm, stream);
+  return launch_checked(gemm, stream, choice.log_swizzle);
 }
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,

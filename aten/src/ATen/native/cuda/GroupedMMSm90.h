@@ -40,6 +40,15 @@ struct TileChoice {
   // raster_order_for (GroupedMMTileChoice.h), or pinned by
   // OVERLAP_OPS_SM90_RASTER=m|n for A/B runs.
   RasterOrder raster = RasterOrder::kAlongM;
+  // An experiment, off by default: log2 of the tile-order swizzle
+  // (OVERLAP_OPS_SM90_SWIZZLE=1|2|4|8). Consecutive CTAs then take
+  // 2^log_swizzle tiles along N before stepping along M, so a wave covers
+  // a block of both extents and rereads less of each operand. CUTLASS's
+  // group scheduler computes no swizzle without host-side problem shapes,
+  // and rounds each group's tile counts up to a multiple of it: the extra
+  // tiles lie wholly outside the group (loads zero-filled, stores
+  // clipped), which is wasted work on groups of few tiles.
+  int log_swizzle = 0;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

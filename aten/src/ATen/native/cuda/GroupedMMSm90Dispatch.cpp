@@ -231,6 +231,11 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
   }
+  // OVERLAP_OPS_SM90_SWIZZLE=1|2|4|8: the tile-order swizzle experiment
+  // (sm90::TileChoice::log_swizzle); unset or auto: none.
+  const size_t swizzle =
+      env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
+  choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
     choice.tf32_short_k = false;
   }
