@@ -1103,6 +1103,14 @@ class TestMergeRuns(TestCase):
         self.assertNotIn("ours_from", merged["parts"][1])
         with self.assertRaisesRegex(ValueError, "no variant 'n'.*has: m"):
             merge_runs.promote_variant(first, "n")
+        # A failed variant keeps nothing of the default column.
+        first["rows"][0].update({"ours@m_us": None, "ours@m_check": "error",
+                                 "ours@m_error": "boom"})
+        failed = merge_runs.promote_variant(first, "m")["rows"][0]
+        self.assertIsNone(failed["ours_us"])
+        self.assertEqual(failed["ours_error"], "boom")
+        self.assertNotIn("ours/stock", failed)
+        self.assertNotIn("ours/floor", failed)
 
     def test_mismatched_runs_and_duplicate_rows_are_refused(self):
         first = self._run([("a", "fwd", 1.0, 1.0)])

@@ -679,6 +679,8 @@ class TestHopperTf32Route(TestCase):
             self.assertFalse(direct(rows, groups, False), (rows, groups))
         with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
             direct(16, 0)
+        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
+            direct(-1, 2)
 
     @needs_extension
     def test_small_groups_take_the_narrow_token_tile(self):
@@ -1214,9 +1216,10 @@ class TestSm90TileOrder(HopperTestCase):
     raster_order_for in GroupedMMTileChoice.h), and with the swizzle
     experiment (OVERLAP_OPS_SM90_SWIZZLE), whose rounding adds tiles wholly
     outside small groups: the same results, checked against float64 per
-    group, with groups that are empty, of one row, ragged and more than
-    one wave of tiles, and a bias (fused in the epilogue, so the extra
-    tiles' bias reads are covered)."""
+    group, with groups that are empty, of one row and ragged, and a bias
+    fused in the epilogue (whose reads for the extra tiles memcheck
+    checks, in the sanitize stage). A carveout leaves 8 CTAs, so each
+    walks many tiles in the order under test."""
 
     @dtypes(torch.bfloat16, torch.float32)
     @parametrize("layout", ["2d_3d", "2d_2d"])
@@ -1235,12 +1238,17 @@ class TestSm90TileOrder(HopperTestCase):
             b = _randn(sum(sizes), 264, device=device, dtype=dtype)
             bias = _randn(len(sizes), 264, device=device, dtype=dtype)
         offs = make_offsets(sizes, device)
-        with unittest.mock.patch.dict(
-                os.environ, {_BACKEND_ENV: "sm90",
-                             "OVERLAP_OPS_SM90_RASTER": raster,
-                             "OVERLAP_OPS_SM90_SWIZZLE": swizzle or "auto"}), \
-                _allow_tf32(True):
-            self._run_and_check(a, b, offs, bias)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            with unittest.mock.patch.dict(
+                    os.environ, {_BACKEND_ENV: "sm90",
+                                 "OVERLAP_OPS_SM90_RASTER": raster,
+                                 "OVERLAP_OPS_SM90_SWIZZLE":
+                                 swizzle or "auto"}), _allow_tf32(True):
+                self._run_and_check(a, b, offs, bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
 
     @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
                           "OVERLAP_OPS_SM90_SWIZZLE"])

@@ -59,10 +59,15 @@ def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
                          f"(it has: {known or 'none'})")
     rows = []
     for row in run["rows"]:
-        row = dict(row)
-        for field in ("us", "check", "rel_err", "error", "rounds_us"):
-            if f"{column}_{field}" in row:
-                row[f"ours_{field}"] = row[f"{column}_{field}"]
+        # Nothing of the default column survives: fields the variant lacks
+        # (a failed variant has no time) stay absent.
+        row = {k: v for k, v in row.items()
+               if not k.startswith("ours_") and k not in ("ours/floor",
+                                                          "ours/stock")}
+        prefix = f"{column}_"
+        for key, value in list(row.items()):
+            if key.startswith(prefix):
+                row["ours_" + key[len(prefix):]] = value
         ours = row.get("ours_us")
         if ours is not None:
             if row.get("floor_us"):
@@ -71,7 +76,12 @@ def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
                 row["ours/stock"] = ours / row["stock_us"]
         rows.append(row)
     settings = ",".join(f"{k}={v}" for k, v in run["variants"][column].items())
-    return dict(run, rows=rows, ours_from=f"variant {name} ({settings})")
+    ours_from = f"variant {name} ({settings})"
+    promoted = dict(run, rows=rows, ours_from=ours_from)
+    if run.get("parts"):  # a merged run: each of its parts says so
+        promoted["parts"] = [dict(part, ours_from=ours_from)
+                             for part in run["parts"]]
+    return promoted
 
 
 def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -128,7 +138,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         runs = []
         for arg in args.runs:
-            path, _, variant = arg.partition("@")
+            path, sep, variant = arg.rpartition("@")
+            if not sep or "/" in variant:  # an "@" inside the path
+                path, variant = arg, ""
             run = _load(path)
             runs.append(promote_variant(run, variant) if variant else run)
         merged = merge(runs)

@@ -391,6 +391,9 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
     // The group scheduler reads the swizzle on the device only (each
     // group's tile counts are rounded there), so setting it in a copy of
     // the built parameters is enough; the grid does not depend on it.
+    // This holds because gemm_arguments passes no host problem shapes:
+    // with them the scheduler would bound the tiles by a host count
+    // computed without the swizzle, and drop some.
     typename G::Gemm::Params params = checked.gemm.params();
     params.scheduler.log_swizzle_size_ = log_swizzle;
     if (G::Gemm::run(params, stream) != cutlass::Status::kSuccess) {

@@ -42,12 +42,14 @@ struct TileChoice {
   RasterOrder raster = RasterOrder::kAlongM;
   // An experiment, off by default: log2 of the tile-order swizzle
   // (OVERLAP_OPS_SM90_SWIZZLE=1|2|4|8). Consecutive CTAs then take
-  // 2^log_swizzle tiles along N before stepping along M, so a wave covers
-  // a block of both extents and rereads less of each operand. CUTLASS's
-  // group scheduler computes no swizzle without host-side problem shapes,
-  // and rounds each group's tile counts up to a multiple of it: the extra
-  // tiles lie wholly outside the group (loads zero-filled, stores
-  // clipped), which is wasted work on groups of few tiles.
+  // 2^log_swizzle tiles across the raster (along N when M is walked
+  // first) before stepping along it, so a wave covers a block of both
+  // extents and rereads less of each operand. CUTLASS's group scheduler
+  // computes no swizzle without host-side problem shapes, and rounds each
+  // group's tile counts along both extents up to a multiple of it: the
+  // extra tiles lie wholly outside the group (loads zero-filled, stores
+  // clipped, bias reads predicated off), which is wasted work on groups
+  // of few tiles (a one-tile group runs 64 at 8).
   int log_swizzle = 0;
 };
 
@@ -64,8 +66,8 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
 // read through registers, so B needs no transposing copy
 // (GroupedMMSm90Tf32MnB.cuh; the route: GroupedMMTf32Route.h). D is
 // row-major. The tile choice's config is ignored: 128 weight rows x 256
-// tokens; the experiments: x 128 tokens (_narrow), or on 2-CTA clusters
-// (_cluster).
+// tokens; x 128 tokens (_narrow, the default for small groups); or 256 on
+// 2-CTA clusters (_cluster, an experiment).
 const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
                                TileChoice choice);
 const char* run_sm90_tf32_mn_b_narrow(const LaunchArgs& args,

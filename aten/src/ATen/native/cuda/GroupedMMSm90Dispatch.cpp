@@ -129,12 +129,17 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
 
 // The direct read of N-major TF32 weights: 128-token tiles for small
 // groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
-// OVERLAP_OPS_SM90_TILE picks the token tile: medium 128, large_solo 256,
-// large 256 on 2-CTA clusters sharing each token tile (an experiment that
-// did not win: 0.99x in geometric mean, results/tf32/2026-12-01a-narrow).
+// OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
+// 128, large_solo 256, large 256 on 2-CTA clusters sharing each token
+// tile (an experiment that did not win: 0.99x in geometric mean,
+// results/tf32/2026-12-01a-narrow); small and wide leave it to the rule.
 const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
                           sm90::TileChoice choice) {
-  const std::optional<sm90::TileConfig> pinned = requested_tile_config();
+  std::optional<sm90::TileConfig> pinned = requested_tile_config();
+  if (pinned == sm90::TileConfig::kSmall ||
+      pinned == sm90::TileConfig::kWide) {
+    pinned.reset();
+  }
   const bool narrow = pinned
       ? *pinned == sm90::TileConfig::kMedium
       : tf32_mn_b_narrow_wins(args.geo.extent, args.geo.num_groups);
@@ -147,19 +152,30 @@ const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
   return sm90::run_sm90_tf32_mn_b(args, ld, choice);
 }
 
-// The rule of raster_order_for over a group's output extents as the host
-// knows them, or OVERLAP_OPS_SM90_RASTER=m|n pinned for A/B runs. The
-// swapped TF32 kernel keeps CUTLASS's M first (its weights first): N
-// first, which the rule picks there, lost on the large skewed rows
-// (0.70-0.94x the time with M first, results/tf32/2026-12-01b-raster).
-sm90::RasterOrder pick_raster_order(const Geometry& geo, bool swapped) {
+// OVERLAP_OPS_SM90_RASTER=m|n, read with the other switches before any
+// launch; nullopt when unset or auto.
+std::optional<sm90::RasterOrder> requested_raster_order() {
   switch (env_choice("OVERLAP_OPS_SM90_RASTER", {"m", "n"})) {
     case 1:
       return sm90::RasterOrder::kAlongM;
     case 2:
       return sm90::RasterOrder::kAlongN;
     default:
-      break;
+      return std::nullopt;
+  }
+}
+
+// The rule of raster_order_for over a group's output extents as the host
+// knows them, or OVERLAP_OPS_SM90_RASTER=m|n pinned for A/B runs. The
+// swapped TF32 kernel keeps CUTLASS's M first (its weights first): N
+// first, which the rule picks there, lost on the large skewed rows
+// (0.70-0.94x the time with M first, results/tf32/2026-12-01b-raster).
+// `pinned`: OVERLAP_OPS_SM90_RASTER's value (requested_raster_order).
+sm90::RasterOrder pick_raster_order(
+    const Geometry& geo, bool swapped,
+    std::optional<sm90::RasterOrder> pinned) {
+  if (pinned) {
+    return *pinned;
   }
   if (swapped) {
     return sm90::RasterOrder::kAlongM;
@@ -236,6 +252,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const size_t swizzle =
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
+  const std::optional<sm90::RasterOrder> pinned_raster =
+      requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
     choice.tf32_short_k = false;
   }
@@ -273,7 +291,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  choice.raster = pick_raster_order(args.geo, mn_b_direct);
+  choice.raster = pick_raster_order(args.geo, mn_b_direct, pinned_raster);
   const char* error = mn_b_direct
       ? run_tf32_mn_b(args, ld, choice)
       : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);

@@ -2,7 +2,7 @@
 
 // TF32 grouped GEMM on Hopper that reads N-major (row-major) weights as they
 // are, without the transposing copy the K-major kernels need (the default
-// from 128 rows per group, GroupedMMTf32Route.h;
+// for row-major activations, GroupedMMTf32Route.h;
 // docs/tf32-mn-major-mainloop.md).
 //
 // TF32 WGMMA reads only K-major operands from shared memory, but its A
@@ -33,13 +33,13 @@ namespace at::native::grouped_mm::sm90 {
 // cooperative.
 using Tf32MnBTileConfig = HalfK<LargeSoloTileConfig>;
 
-// Half the token tile, for groups of at most 128 rows, where the 256-token
-// tile is mostly padding (the decode rows lost 1.08-1.55x against the SM80
-// kernels with it; results/tf32/2026-11-30m-direct). An experiment, run
-// only with both OVERLAP_OPS_SM90_TF32_MN_B=direct and
-// OVERLAP_OPS_SM90_TILE=medium (GroupedMMSm90Dispatch.cpp); not yet
-// GPU-run. Cooperative like the default (the mainloop's TiledMma
-// splits the 128 weight rows between two consumer warp groups).
+// Half the token tile, for groups of at most 128 rows on average, where
+// the 256-token tile is mostly padding: the default there
+// (tf32_mn_b_narrow_wins; 0.72-0.93x the time of the route before it,
+// results/tf32/2026-12-01a-narrow), or pinned by
+// OVERLAP_OPS_SM90_TILE=medium. Cooperative like the 256-token tile (the
+// mainloop's TiledMma splits the 128 weight rows between two consumer
+// warp groups).
 struct Tf32MnBNarrowTileConfig {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_32>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -53,9 +53,10 @@ struct Tf32MnBNarrowTileConfig {
 // stock's per-group cuBLAS kernels (same 128x256x32 tile) run 1.1-1.3x
 // faster than ours on the large rows (results/NOTES.md, eleventh
 // session); a cluster is one difference to test. An experiment, run only
-// with both OVERLAP_OPS_SM90_TF32_MN_B=direct and
-// OVERLAP_OPS_SM90_TILE=large; not yet GPU-run. A group whose weight-row
-// tile count is odd gets one idle CTA (gpt_oss_120b_w13: 45 tiles).
+// with OVERLAP_OPS_SM90_TILE=large: it did not win (0.99x the time of the
+// 256-token tile in geometric mean, results/tf32/2026-12-01a-narrow). A
+// group whose weight-row tile count is odd gets one idle CTA
+// (gpt_oss_120b_w13: 45 tiles).
 using Tf32MnBClusterTileConfig = HalfK<LargeTileConfig>;
 
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both
