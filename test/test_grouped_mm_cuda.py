@@ -1066,18 +1066,19 @@ class TestTf32MnBDirect(HopperTestCase):
     Each test runs its three kernels, pinned by OVERLAP_OPS_SM90_TILE: the
     256-token tile (large_solo), the 128-token tile (medium, the default up
     to 128 rows per group) and 2-CTA clusters (large, an experiment), each
-    walking its tiles M first and N first. Checked against float64 per
-    group."""
+    walking its tiles M first and N first, and swizzled by 4. Checked
+    against float64 per group."""
 
     _KERNEL = "Tf32RegisterAMainloop"
 
-    def _direct(self, tile="auto", raster="auto"):
+    def _direct(self, tile="auto", raster="auto", swizzle="auto"):
         # The backend pinned to auto too, so a suite run with another one
         # forced still tests this kernel.
         return unittest.mock.patch.dict(
             os.environ, {"OVERLAP_OPS_SM90_TF32_MN_B": "direct",
                          _BACKEND_ENV: "auto", "OVERLAP_OPS_SM90_TILE": tile,
-                         "OVERLAP_OPS_SM90_RASTER": raster})
+                         "OVERLAP_OPS_SM90_RASTER": raster,
+                         "OVERLAP_OPS_SM90_SWIZZLE": swizzle})
 
     def _names(self, a, b, offs, bias):
         return [name for name, _ in launched_kernels(
@@ -1096,8 +1097,9 @@ class TestTf32MnBDirect(HopperTestCase):
         gemm_per_tile = {}
         tiles = ("large_solo", "medium", "large")
         for tile in tiles:
-            for raster in ("m", "n"):
-                with self._direct(tile, raster), _allow_tf32(True):
+            # Both tile orders, and the swizzle experiment's rounding.
+            for raster, swizzle in (("m", "auto"), ("n", "auto"), ("m", "4")):
+                with self._direct(tile, raster, swizzle), _allow_tf32(True):
                     self._run_and_check(a, b, offs, bias_t)
         # Last: under compute-sanitizer the profiler records nothing and
         # this skips, after every kernel's call above ran under memcheck.
