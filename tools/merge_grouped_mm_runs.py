@@ -57,23 +57,21 @@ def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
         known = ", ".join(v.split("@", 1)[1] for v in run.get("variants") or {})
         raise ValueError(f"merge: no variant {name!r} in the run "
                          f"(it has: {known or 'none'})")
+    ours_ratios = [r for r in report.RATIOS if r.startswith("ours/")]
     rows = []
     for row in run["rows"]:
         # Nothing of the default column survives: fields the variant lacks
         # (a failed variant has no time) stay absent.
         row = {k: v for k, v in row.items()
-               if not k.startswith("ours_") and k not in ("ours/floor",
-                                                          "ours/stock")}
+               if not k.startswith("ours_") and k not in ours_ratios}
         prefix = f"{column}_"
         for key, value in list(row.items()):
             if key.startswith(prefix):
                 row["ours_" + key[len(prefix):]] = value
-        ours = row.get("ours_us")
-        if ours is not None:
-            if row.get("floor_us"):
-                row["ours/floor"] = ours / row["floor_us"]
-            if row.get("stock_us"):
-                row["ours/stock"] = ours / row["stock_us"]
+        for ratio_name in ours_ratios:
+            value = report.ratio(row, ratio_name)
+            if value is not None:
+                row[ratio_name] = value
         rows.append(row)
     settings = ",".join(f"{k}={v}" for k, v in run["variants"][column].items())
     ours_from = f"variant {name} ({settings})"

@@ -387,6 +387,7 @@ const char* set_checked_parameters(
 template <typename G>
 const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
                            int log_swizzle) {
+  cutlass::Status status;
   if (log_swizzle > 0) {
     // The group scheduler reads the swizzle on the device only (each
     // group's tile counts are rounded there), so setting it in a copy of
@@ -396,12 +397,11 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
     // computed without the swizzle, and drop some.
     typename G::Gemm::Params params = checked.gemm.params();
     params.scheduler.log_swizzle_size_ = log_swizzle;
-    if (G::Gemm::run(params, stream) != cutlass::Status::kSuccess) {
-      return "CUTLASS kernel launch failed";
-    }
-    return nullptr;
+    status = G::Gemm::run(params, stream);
+  } else {
+    status = checked.gemm.run(stream);
   }
-  if (checked.gemm.run(stream) != cutlass::Status::kSuccess) {
+  if (status != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
   }
   return nullptr;

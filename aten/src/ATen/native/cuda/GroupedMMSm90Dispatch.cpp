@@ -116,14 +116,18 @@ std::optional<sm90::TileConfig> requested_tile_config() {
   return static_cast<sm90::TileConfig>(choice - 1);
 }
 
+// A group's m as the host knows it: the mean rows per group of a
+// row-grouped call, else every group's m.
+int64_t host_group_m(const Geometry& geo) {
+  return geo.grouped == GroupedDim::kRows
+      ? geo.extent / std::max<int64_t>(1, geo.num_groups)
+      : geo.m;
+}
+
 // The heuristic of GroupedMMTileChoice.h, or the pinned config.
 sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
-  const bool row_grouped = geo.grouped == GroupedDim::kRows;
-  const sm90::TileQuery query{
-      row_grouped,
-      row_grouped ? geo.extent / std::max<int64_t>(1, geo.num_groups)
-                  : geo.m,
-      in == kFloat};
+  const sm90::TileQuery query{geo.grouped == GroupedDim::kRows,
+                              host_group_m(geo), in == kFloat};
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
@@ -180,10 +184,7 @@ sm90::RasterOrder pick_raster_order(
   if (swapped) {
     return sm90::RasterOrder::kAlongM;
   }
-  const int64_t groups = std::max<int64_t>(1, geo.num_groups);
-  const int64_t m = geo.grouped == GroupedDim::kRows ? geo.extent / groups
-                                                     : geo.m;
-  return sm90::raster_order_for(m, geo.n);
+  return sm90::raster_order_for(host_group_m(geo), geo.n);
 }
 
 template <typename In, typename Out>
