@@ -977,6 +977,7 @@ class TestProbePower(TestCase):
         self.assertEqual(args.variant,
                          [("large", {"OVERLAP_OPS_SM90_TILE": "large"})])
         probe = {"gpu": "H200", "torch": "2.11", "seconds": 3.0,
+                 "source_commit": "abc1234",
                  "sample_ms": 50, "checks": {"ours": "pass"},
                  "row": {"case": "c", "dist": "balanced", "dtype": "bf16",
                          "pass": "fwd"},
@@ -992,6 +993,9 @@ class TestProbePower(TestCase):
         self.assertIn("| ours | 0 | 5800.0 | 1755 | 690.0 | 64 | 4.002 |",
                       md)
         self.assertIn("| stock | 0 | 5700.0 | n/a | n/a | n/a | n/a |", md)
+        self.assertIn("sources abc1234;", md)
+        del probe["source_commit"]  # probes written before it was recorded
+        self.assertIn("sources not recorded;", probe_power.render(probe))
 
 
 class TestMergeRuns(TestCase):

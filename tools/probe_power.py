@@ -166,6 +166,7 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
             bench._progress(f"round {round_index} {name}: {us:.1f} us/call, "
                             f"{stats['sm_mhz']} MHz, {stats['watts']} W")
     return {"gpu": props.name, "torch": torch.__version__,
+            "source_commit": bench.source_commit(),
             "row": {k: row[k] for k in ("case", "dist", "dtype", "pass",
                                         "flops", "bytes")},
             "checks": {name: (checks[name].get(f"{name}_check"),
@@ -182,7 +183,8 @@ def render(probe: dict[str, Any]) -> str:
     r = probe["row"]
     lines = [f"# Power probe: {r['case']} {r['dist']} {r['dtype']} "
              f"{r['pass']}", "",
-             f"- GPU: {probe['gpu']}; torch {probe['torch']}; each column "
+             f"- GPU: {probe['gpu']}; torch {probe['torch']}; sources "
+             f"{probe.get('source_commit', 'not recorded')}; each column "
              f"{probe['seconds']} s per round, nvidia-smi every "
              f"{probe['sample_ms']} ms",
              f"- checks: {probe['checks']}", "",
