@@ -1037,6 +1037,7 @@ class TestMergeRuns(TestCase):
                            floor_peak_tflops=706.0, copy_gbps=4232.0,
                            peak_tflops={"bf16": 706.0})
         second["source_commit"] = "abc1234"
+        second["write_gbps"] = 3900.0
         merged = merge_runs.merge([first, second])
         self.assertEqual([p["floor_peak_tflops"] for p in merged["parts"]],
                          [687.0, 706.0])
@@ -1046,7 +1047,11 @@ class TestMergeRuns(TestCase):
         # Each part names the sources it was built from, where recorded.
         self.assertIn("  - part 2 (t2, sources abc1234): P = 706", header)
         self.assertNotIn("overlap_ops.grouped_mm` (sources", header)
-        self.assertIn("B = 4232 GB/s", header)
+        # The write-only bandwidth where the part measured it (part 1,
+        # from before it was recorded, has none).
+        self.assertIn("B = 4232 GB/s; write-only (fill_) 3900 GB/s, not "
+                      "used by the floor; dense mm peaks", header)
+        self.assertIn("B = 4227 GB/s; dense mm peaks", header)
         self.assertNotIn("used for every dtype), bytes", header)
         self.assertNotIn("timed differently", header)  # neither has a timer
         # A merge of a merge keeps every part; differing timers are named.
@@ -1062,6 +1067,9 @@ class TestMergeRuns(TestCase):
         self.assertIn("- floor = max(FLOPs / 687 TFLOP/s", single)
         self.assertIn("overlap_ops.grouped_mm` (sources abc1234); stock",
                       "\n".join(report._header(second)))
+        self.assertIn("read + write)); write-only (fill_) 3900 GB/s",
+                      "\n".join(report._header(second)))
+        self.assertNotIn("write-only", single)
 
     def test_source_commit_from_env_git_or_file(self):
         with unittest.mock.patch.dict(

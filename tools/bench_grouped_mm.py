@@ -344,6 +344,16 @@ def _measure_copy_gbps(timer: Timer) -> float:
     return 2 * _COPY_BYTES / us * 1e-3
 
 
+def _measure_write_gbps(timer: Timer) -> float:
+    """Device write-only bandwidth in GB/s (fill_ of a buffer as large as
+    the copy's). Not part of the floor: it says how close a call that
+    mostly writes its output (wgrad with few tokens per group) can get to
+    a floor priced at the copy bandwidth."""
+    dst = torch.empty(_COPY_BYTES // 4, device="cuda")
+    us = _time_us([lambda: dst.fill_(1.0)], timer)
+    return _COPY_BYTES / us * 1e-3
+
+
 # ----------------------------------------------------------------- inputs
 
 
@@ -856,6 +866,7 @@ def _machine(dtypes: list[str], timer: Timer) -> dict[str, Any]:
         "floor_peak_tflops": peaks["bf16"],
         "floor_peak_note": "dense bf16 mm peak, used for every dtype",
         "copy_gbps": _measure_copy_gbps(timer),
+        "write_gbps": _measure_write_gbps(timer),
     }
 
 

@@ -352,6 +352,13 @@ def _peaks(peaks: Optional[dict[str, float]]) -> str:
     return ", ".join(f"{k} {v:.0f}" for k, v in (peaks or {}).items())
 
 
+def _write_note(run: dict[str, Any]) -> str:
+    """The run's write-only bandwidth, where it was measured (runs before
+    it was recorded have none)."""
+    return (f"; write-only (fill_) {run['write_gbps']:.0f} GB/s, not used "
+            "by the floor" if run.get("write_gbps") else "")
+
+
 def _floor_lines(results: dict[str, Any]) -> list[str]:
     """How the floor was measured: one run's peak and copy bandwidth, or
     each merged part's (every row's floor used its own part's)."""
@@ -361,7 +368,7 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
             f"- floor = max(FLOPs / {results.get('floor_peak_tflops', 0):.0f} "
             "TFLOP/s (measured dense bf16 mm peak, used for every dtype), "
             f"bytes / {results.get('copy_gbps', 0):.0f} GB/s (measured "
-            "device-to-device copy, read + write))",
+            f"device-to-device copy, read + write)){_write_note(results)}",
             "- measured dense mm peaks, TFLOP/s (8192^3): "
             f"{_peaks(results.get('peak_tflops')) or 'n/a'}"]
     lines = ["- floor = max(FLOPs / P, bytes / B), P the measured dense bf16 "
@@ -375,7 +382,8 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"  - part {index} ({part.get('timestamp') or '?'}{built}): P = "
             f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "
-            f"{part.get('copy_gbps') or 0:.0f} GB/s; dense mm peaks "
+            f"{part.get('copy_gbps') or 0:.0f} GB/s{_write_note(part)}; "
+            "dense mm peaks "
             f"(8192^3): {_peaks(part.get('peak_tflops')) or 'n/a'}")
     timers = {part.get("timer") for part in parts}
     if len(timers) > 1:
