@@ -1253,7 +1253,8 @@ class TestSm90TileOrder(HopperTestCase):
             torch._C._set_sm_carveout_experimental(None)
 
     @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
-                          "OVERLAP_OPS_SM90_SWIZZLE"])
+                          "OVERLAP_OPS_SM90_SWIZZLE",
+                          "OVERLAP_OPS_SM90_STORE_TILE"])
     def test_bad_value_raises(self, device, name):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
@@ -1261,6 +1262,88 @@ class TestSm90TileOrder(HopperTestCase):
                 os.environ, {_BACKEND_ENV: "sm90", name: "3"}):
             with self.assertRaisesRegex(RuntimeError, name):
                 _grouped_mm(a, b, make_offsets([3, 5], device))
+
+
+class TestSm90StoreTile(HopperTestCase):
+    """The store-tile experiment (OVERLAP_OPS_SM90_STORE_TILE=64|128, off
+    by default): the large config, which 16-bit wgrad (calls grouped along
+    K) runs, storing its output through 128x64 or 128x128 subtiles. Each
+    runs its own kernel and gives the same results, checked against
+    float64 per group: empty groups (exact zeros), one-token groups, ragged
+    m and n tile edges, a fused bias, more than 1024 groups, and a carveout
+    of SMs - 8 so each CTA stores many tiles."""
+
+    # The epilogue's dispatch policy in the kernel name, mangled or
+    # demangled: Sm90PtrArrayTmaWarpSpecialized<StagesC, StagesD,
+    # FragmentSize, ...>. FragmentSize is the subtile's elements per thread
+    # of the two warp groups: 128x32 -> 16, 128x64 -> 32, 128x128 -> 64.
+    _EPILOGUE_POLICY = {
+        "auto": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi16E|<4, 2, 16,)",
+        "64": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi32E|<4, 2, 32,)",
+        "128": r"Sm90PtrArrayTmaWarpSpecialized(ILi2ELi2ELi64E|<2, 2, 64,)",
+    }
+
+    def _store_tile(self, cols):
+        # The large config pinned, so the switch cannot be bypassed by a
+        # different tile choice.
+        return unittest.mock.patch.dict(
+            os.environ, {_BACKEND_ENV: "sm90",
+                         "OVERLAP_OPS_SM90_TILE": "large",
+                         "OVERLAP_OPS_SM90_STORE_TILE": cols})
+
+    @staticmethod
+    def _wgrad_operands(device, dtype, sizes, m, n):
+        # wgrad's layouts: a = grad_out^T (column-major), b = x.
+        a = _randn(m, sum(sizes), device=device, dtype=dtype,
+                   transposed=True)
+        b = _randn(sum(sizes), n, device=device, dtype=dtype)
+        return a, b
+
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("cols", ["64", "128"])
+    def test_matches_reference(self, device, dtype, cols):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        cases = [([300, 0, 1, 77, 130], 520, 264, True),
+                 ([(i * 5) % 7 for i in range(1100)], 136, 72, False)]
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            for sizes, m, n, with_bias in cases:
+                a, b = self._wgrad_operands(device, dtype, sizes, m, n)
+                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                        if with_bias else None)
+                with self._store_tile(cols):
+                    self._run_and_check(a, b, make_offsets(sizes, device),
+                                        bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    def test_runs_its_own_kernel(self, device):
+        sizes = [40, 0, 300]
+        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        offs = make_offsets(sizes, device)
+
+        def gemm_kernels(cols):
+            with self._store_tile(cols):
+                names = {name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs))}
+            return frozenset(_sm90_gemm_names(names))
+
+        for cols, policy in self._EPILOGUE_POLICY.items():
+            kernels = gemm_kernels(cols)
+            self.assertEqual(len(kernels), 1, (cols, kernels))
+            self.assertRegex(next(iter(kernels)), policy)
+
+    def test_unbuilt_dtype_raises(self, device):
+        # Built for output in the input dtype only: a float32 output says
+        # where the experiment applies instead of running something else.
+        sizes = [40, 0, 300]
+        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        with self._store_tile("64"):
+            with self.assertRaisesRegex(RuntimeError,
+                                        "built only for bf16 -> bf16 and "
+                                        "fp16 -> fp16 calls grouped along K"):
+                _grouped_mm(a, b, make_offsets(sizes, device),
+                            out_dtype=torch.float32)
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
@@ -1275,6 +1358,8 @@ instantiate_device_type_tests(TestSm90Tf32ShortK, globals(),
 instantiate_device_type_tests(TestTf32MnBDirect, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90TileOrder, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90StoreTile, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

@@ -81,6 +81,29 @@ struct SmallTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
+// The store-tile experiment (TileChoice::store_tile_cols): LargeTileConfig
+// storing its 128x256 output tile through 128 x kCols subtiles instead of
+// CUTLASS's choice (128x32 for 16-bit output). Each subtile costs two
+// barriers of the epilogue warp groups and one TMA store, so wider
+// subtiles issue fewer, larger stores; the smem they take comes out of the
+// mainloop stages. Why: wgrad rows with few tokens per group mostly write
+// their output, and write it at about half the copy bandwidth.
+template <int kCols>
+struct LargeStoreTileConfig : LargeTileConfig {
+  using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
+};
+
+// A config's epilogue subtile: its EpilogueTile where it names one, else
+// CUTLASS's choice.
+template <typename Config, typename = void>
+struct EpilogueTileOf {
+  using type = cutlass::epilogue::collective::EpilogueTileAuto;
+};
+template <typename Config>
+struct EpilogueTileOf<Config, std::void_t<typename Config::EpilogueTile>> {
+  using type = typename Config::EpilogueTile;
+};
+
 // The configs' K extents are sized for 16-bit inputs (64 or 128 elements
 // per row of a mainloop stage). A TF32 stage of as many floats is twice
 // the bytes: the 128x256 tile then fits two stages (96 KB each) where
@@ -116,7 +139,7 @@ struct BiasEpilogue {
   using Collective = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       typename Config::TileShape, typename Config::ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      typename EpilogueTileOf<Config>::type, float, float, void,
       LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
       typename Config::EpilogueSchedule, Op>::CollectiveOp;
 };
@@ -457,6 +480,43 @@ const char* run_grouped_gemm(
   return launch_checked(gemm, stream, choice.log_swizzle);
 }
 
+// The store-tile experiment is built for 16-bit wgrad only (A
+// column-major, B row-major, output in the input dtype: two units), so the
+// other units' build time does not grow. Calls that reach the large config
+// elsewhere (float32 output, 3d x 3d) raise under the switch; calls on
+// other configs ignore it.
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
+constexpr bool kBuildsStoreTiles = !std::is_same_v<In, float> &&
+    std::is_same_v<In, Out> && !kARowMajor && kBRowMajor;
+
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
+          template <typename> class KTile>
+const char* run_large_store_tile(const LaunchArgs& args,
+                                 const LeadingDims& ld, TileChoice choice) {
+  if constexpr (kBuildsStoreTiles<In, Out, kARowMajor, kBRowMajor>) {
+    // A K-tile wrapper that dropped EpilogueTile would silently run
+    // CUTLASS's subtile (HalfK does: it is for TF32, never built here).
+    static_assert(std::is_same_v<
+                  typename EpilogueTileOf<KTile<LargeStoreTileConfig<64>>>::type,
+                  cute::Shape<cute::_128, cute::_64>>);
+    if (choice.store_tile_cols == 64) {
+      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                                          KTile<LargeStoreTileConfig<64>>>>(
+          args, ld, choice);
+    }
+    if (choice.store_tile_cols == 128) {
+      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                                          KTile<LargeStoreTileConfig<128>>>>(
+          args, ld, choice);
+    }
+    return "OVERLAP_OPS_SM90_STORE_TILE takes 64 or 128";
+  } else {
+    return "OVERLAP_OPS_SM90_STORE_TILE is built only for bf16 -> bf16 and "
+           "fp16 -> fp16 calls grouped along K (wgrad: column-major A, "
+           "row-major B); this call reaches the large config otherwise";
+  }
+}
+
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           template <typename> class KTile>
 const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
@@ -487,6 +547,10 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
         return "OVERLAP_OPS_SM90_TILE=wide is built for 16-bit inputs only";
       }
     default:
+      if (choice.store_tile_cols != 0) {
+        return run_large_store_tile<In, Out, kARowMajor, kBRowMajor, KTile>(
+            args, ld, choice);
+      }
       return run_grouped_gemm<Large>(args, ld, choice);
   }
 }

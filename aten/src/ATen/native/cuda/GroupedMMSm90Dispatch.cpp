@@ -253,6 +253,11 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const size_t swizzle =
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
+  // OVERLAP_OPS_SM90_STORE_TILE=64|128: the store-tile experiment
+  // (sm90::TileChoice::store_tile_cols); unset or auto: CUTLASS's subtile.
+  const size_t store_tile =
+      env_choice("OVERLAP_OPS_SM90_STORE_TILE", {"64", "128"});
+  choice.store_tile_cols = store_tile == 0 ? 0 : (store_tile == 1 ? 64 : 128);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
