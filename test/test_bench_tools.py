@@ -118,6 +118,23 @@ class TestBenchArgs(TestCase):
         self.assertTrue(_parse_fails(["--variant", "v:A=1",
                                       "--variant", "v:A=2"]))
 
+    def test_variant_summary_against_ours(self) -> None:
+        def row(case, ours, variant):
+            return {"case": case, "dist": "d", "stock_us": 100.0,
+                    "ours_us": ours, "ours_check": "pass",
+                    "ours@v_us": variant, "ours@v_check": "pass"}
+
+        # variant / ours: 0.5, 2.0 and 1.02 -> geomean 1.02**(1/3).
+        table = report._variant_table([row("a", 100.0, 50.0),
+                                       row("b", 50.0, 100.0),
+                                       row("c", 100.0, 102.0)])
+        self.assertIn("| geomean of time / ours' |  |  |  |  | 1.00 | 1.01 "
+                      "|  |", table)
+        # ours against itself moves no row; the variant: one faster, one
+        # slower (1.02 is within 3%).
+        self.assertIn("| rows < 0.97 / > 1.03 of ours' |  |  |  |  | 0 / 0 | "
+                      "1 / 1 |  |", table)
+
     def test_a_failed_variant_is_not_best(self) -> None:
         row = {"case": "c", "dist": "d", "stock_us": 10.0, "ours_us": 12.0,
                "ours_check": "pass", "ours@v_us": 5.0, "ours@v_check": "fail"}

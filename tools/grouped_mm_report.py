@@ -101,16 +101,23 @@ def variant_columns(rows: list[dict[str, Any]]) -> tuple[str, ...]:
 
 def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
     """Same-run A/B of ours' settings: each column's time over stock, and
-    the geometric mean and the count of rows > 3% slower than stock. A
+    the geometric mean and the count of rows > 3% slower than stock; then
+    each column against ours (the default): the geometric mean of its time
+    over ours', and how many rows it ran more than 3% faster / slower. A
     column that failed the check on a row gets no ratio there and cannot
     be that row's best."""
     columns = ("ours",) + variant_columns(rows)
 
-    def over_stock(row: dict[str, Any], column: str) -> Optional[float]:
-        """None where a time is missing or the column gave wrong results."""
-        if row.get(f"{column}_check") == "fail":
+    def over(row: dict[str, Any], column: str,
+             bottom: str) -> Optional[float]:
+        """None where a time is missing or either column gave wrong
+        results."""
+        if "fail" in (row.get(f"{column}_check"), row.get(f"{bottom}_check")):
             return None
-        return time_ratio(row, column, "stock")
+        return time_ratio(row, column, bottom)
+
+    def over_stock(row: dict[str, Any], column: str) -> Optional[float]:
+        return over(row, column, "stock")
 
     head = (["case", "dist", "stock us"] + [f"{c} us" for c in columns]
             + [f"{c}/stock" for c in columns] + ["best"])
@@ -129,8 +136,15 @@ def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
     means = [_fmt(geomean(over_stock(r, c) for r in rows)) for c in columns]
     slow = [str(sum(1 for r in rows if (over_stock(r, c) or 0) > 1.03))
             for c in columns]
+    over_ours = {c: [over(r, c, "ours") for r in rows] for c in columns}
+    ours_means = [_fmt(geomean(over_ours[c])) for c in columns]
+    moved = [f"{sum(1 for v in over_ours[c] if v is not None and v < 0.97)}"
+             f" / {sum(1 for v in over_ours[c] if v is not None and v > 1.03)}"
+             for c in columns]
     pad = [""] * (len(columns) + 2)
-    for label, cells in (("geomean", means), ("rows > 1.03", slow)):
+    for label, cells in (("geomean", means), ("rows > 1.03", slow),
+                         ("geomean of time / ours'", ours_means),
+                         ("rows < 0.97 / > 1.03 of ours'", moved)):
         lines.append("| " + " | ".join([label] + pad + cells + [""]) + " |")
     return lines
 
