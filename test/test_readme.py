@@ -30,6 +30,16 @@ class TestReadme(TestCase):
                  namespace)
             self.assertIn("torch", namespace)
 
+    def test_relative_links_resolve(self) -> None:
+        # Every results file or source the README links to is in the repo.
+        links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)",
+                           README.read_text())
+        local = [link for link in links if "://" not in link]
+        self.assertGreater(len(local), 10)
+        missing = [link for link in local
+                   if not (README.parent / link).exists()]
+        self.assertEqual(missing, [])
+
 
 if __name__ == "__main__":
     run_tests()
