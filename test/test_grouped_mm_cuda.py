@@ -542,6 +542,34 @@ class TestSm90TileConfig(TestCase):
             raster(-1, 4)
 
     @needs_extension
+    def test_store_tile_widens_16_bit_wgrad_only(self):
+        # The large config's epilogue subtile (GroupedMMTileChoice.h): 128
+        # columns up to 256 tokens per group, 64 beyond, for 16-bit wgrad
+        # with output in the input dtype; CUTLASS's (0) otherwise.
+        def cols(config, builds, tokens):
+            return torch.ops.overlap_ops._sm90_store_tile_cols(
+                config, builds, tokens)
+        # The suite's wgrad rows (total tokens / experts) and the width
+        # that won there (results/tiles/2026-12-01d-store-tile).
+        rows = {"qwen3_decode": (8, 128), "deepseek_v3_decode": (64, 128),
+                "grin_moe": (128, 128), "gpt_oss_120b_w13": (256, 128),
+                "qwen3_30b_a3b": (512, 64), "deepseek_v3_ep8": (1024, 64),
+                "mixtral_8x7b": (4096, 64)}
+        for name, (tokens, width) in rows.items():
+            self.assertEqual(cols("large", True, tokens), width, name)
+        self.assertEqual(cols("large", True, 0), 128)
+        self.assertEqual(cols("large", True, 257), 64)
+        # Built only there: float32 output, TF32 and other layouts keep
+        # CUTLASS's subtile, and so do the other configs.
+        self.assertEqual(cols("large", False, 128), 0)
+        for config in ("small", "medium", "large_solo", "wide"):
+            self.assertEqual(cols(config, True, 128), 0, config)
+        with self.assertRaisesRegex(RuntimeError, "tokens_per_group must"):
+            cols("large", True, -1)
+        with self.assertRaisesRegex(RuntimeError, "config must be"):
+            cols("huge", True, 8)
+
+    @needs_extension
     def test_row_grouped_16_bit_measured_rows(self):
         # The H200 A/Bs, wide vs large_solo (results/tiles/2026-11-30k-wide,
         # -tilecheck): the rows' mean group sizes and the config that won
@@ -1265,20 +1293,21 @@ class TestSm90TileOrder(HopperTestCase):
 
 
 class TestSm90StoreTile(HopperTestCase):
-    """The store-tile experiment (OVERLAP_OPS_SM90_STORE_TILE=64|128, off
-    by default): the large config, which 16-bit wgrad (calls grouped along
-    K) runs, storing its output through 128x64 or 128x128 subtiles. Each
-    runs its own kernel and gives the same results, checked against
-    float64 per group: empty groups (exact zeros), one-token groups, ragged
-    m and n tile edges, a fused bias, more than 1024 groups, and a carveout
-    of SMs - 8 so each CTA stores many tiles."""
+    """The large config's wider store tiles, which 16-bit wgrad (calls
+    grouped along K, output in the input dtype) runs by default: its output
+    stored through 128x64 or 128x128 subtiles instead of CUTLASS's 128x32
+    (OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 pins one). Each width runs
+    its own kernel and gives the same results, checked against float64 per
+    group: empty groups (exact zeros), one-token groups, ragged m and n
+    tile edges, a fused bias, more than 1024 groups, and a carveout of
+    SMs - 8 so each CTA stores many tiles."""
 
     # The epilogue's dispatch policy in the kernel name, mangled or
     # demangled: Sm90PtrArrayTmaWarpSpecialized<StagesC, StagesD,
     # FragmentSize, ...>. FragmentSize is the subtile's elements per thread
     # of the two warp groups: 128x32 -> 16, 128x64 -> 32, 128x128 -> 64.
     _EPILOGUE_POLICY = {
-        "auto": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi16E|<4, 2, 16,)",
+        "cutlass": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi16E|<4, 2, 16,)",
         "64": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi32E|<4, 2, 32,)",
         "128": r"Sm90PtrArrayTmaWarpSpecialized(ILi2ELi2ELi64E|<2, 2, 64,)",
     }
@@ -1291,20 +1320,30 @@ class TestSm90StoreTile(HopperTestCase):
                          "OVERLAP_OPS_SM90_TILE": "large",
                          "OVERLAP_OPS_SM90_STORE_TILE": cols})
 
-    @staticmethod
-    def _wgrad_operands(device, dtype, sizes, m, n):
-        # wgrad's layouts: a = grad_out^T (column-major), b = x.
+    def _wgrad_operands(self, device, dtype, sizes, m, n):
+        # wgrad's layouts: a = grad_out^T (column-major), b = x. Not a
+        # staticmethod: instantiate_device_type_tests copies helpers onto
+        # the device class as plain functions, which then get self.
         a = _randn(m, sum(sizes), device=device, dtype=dtype,
                    transposed=True)
         b = _randn(sum(sizes), n, device=device, dtype=dtype)
         return a, b
 
+    def _gemm_kernel(self, cols, a, b, offs, **kwargs):
+        with self._store_tile(cols):
+            names = {name for name, _ in launched_kernels(
+                lambda: _grouped_mm(a, b, offs, **kwargs))}
+        kernels = _sm90_gemm_names(names)
+        self.assertEqual(len(kernels), 1, (cols, kernels))
+        return next(iter(kernels))
+
     @dtypes(torch.bfloat16, torch.float16)
-    @parametrize("cols", ["64", "128"])
+    @parametrize("cols", ["auto", "cutlass", "64", "128"])
     def test_matches_reference(self, device, dtype, cols):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         cases = [([300, 0, 1, 77, 130], 520, 264, True),
-                 ([(i * 5) % 7 for i in range(1100)], 136, 72, False)]
+                 ([(i * 5) % 7 for i in range(1100)], 136, 72, False),
+                 ([700, 0, 513, 1], 264, 200, True)]
         torch._C._set_sm_carveout_experimental(sms - 8)
         try:
             for sizes, m, n, with_bias in cases:
@@ -1321,29 +1360,35 @@ class TestSm90StoreTile(HopperTestCase):
         sizes = [40, 0, 300]
         a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
         offs = make_offsets(sizes, device)
-
-        def gemm_kernels(cols):
-            with self._store_tile(cols):
-                names = {name for name, _ in launched_kernels(
-                    lambda: _grouped_mm(a, b, offs))}
-            return frozenset(_sm90_gemm_names(names))
-
         for cols, policy in self._EPILOGUE_POLICY.items():
-            kernels = gemm_kernels(cols)
-            self.assertEqual(len(kernels), 1, (cols, kernels))
-            self.assertRegex(next(iter(kernels)), policy)
+            self.assertRegex(self._gemm_kernel(cols, a, b, offs), policy)
 
-    def test_unbuilt_dtype_raises(self, device):
-        # Built for output in the input dtype only: a float32 output says
-        # where the experiment applies instead of running something else.
+    def test_default_width_by_tokens_per_group(self, device):
+        # store_tile_cols_for: 128 columns up to 256 tokens per group on
+        # average, 64 beyond.
+        for sizes, width in (([40, 0, 300], "128"), ([256, 256], "128"),
+                             ([300, 0, 800], "64"), ([257, 257], "64")):
+            a, b = self._wgrad_operands(device, torch.float16, sizes, 256,
+                                        512)
+            offs = make_offsets(sizes, device)
+            self.assertRegex(self._gemm_kernel("auto", a, b, offs),
+                             self._EPILOGUE_POLICY[width], sizes)
+
+    def test_float32_output_keeps_cutlass_tile(self, device):
+        # Not built for float32 output: the default leaves its subtile to
+        # CUTLASS, and a pinned width says where it applies instead of
+        # running something else.
         sizes = [40, 0, 300]
         a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        offs = make_offsets(sizes, device)
+        self.assertNotRegex(
+            self._gemm_kernel("auto", a, b, offs, out_dtype=torch.float32),
+            r"ILi2ELi2ELi64E|<2, 2, 64,|ILi4ELi2ELi32E|<4, 2, 32,")
         with self._store_tile("64"):
             with self.assertRaisesRegex(RuntimeError,
                                         "built only for bf16 -> bf16 and "
                                         "fp16 -> fp16 calls grouped along K"):
-                _grouped_mm(a, b, make_offsets(sizes, device),
-                            out_dtype=torch.float32)
+                _grouped_mm(a, b, offs, out_dtype=torch.float32)
 
 
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.

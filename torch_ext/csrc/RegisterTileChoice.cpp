@@ -1,5 +1,5 @@
-// Registers a private overlap_ops op that exposes the Hopper tile-config
-// heuristic (aten/src/ATen/native/cuda/GroupedMMTileChoice.h) to the CPU
+// Registers private overlap_ops ops that expose the Hopper tile-config
+// heuristics (aten/src/ATen/native/cuda/GroupedMMTileChoice.h) to the CPU
 // tests. This file only routes to aten/; the heuristic lives there.
 
 #include <ATen/native/cuda/GroupedMMTileChoice.h>
@@ -42,6 +42,23 @@ std::string sm90_raster_order(int64_t mean_m, int64_t mean_n) {
       : "n";
 }
 
+// The large config's epilogue subtile columns (0: CUTLASS's choice) for a
+// call that runs `config`, with builds_store_tiles for 16-bit inputs,
+// output in the input dtype and groups along K (store_tile_cols_for).
+int64_t sm90_store_tile_cols(const std::string& config,
+                             bool builds_store_tiles,
+                             int64_t tokens_per_group) {
+  TORCH_CHECK(tokens_per_group >= 0, "tokens_per_group must be >= 0, got ",
+              tokens_per_group);
+  namespace sm90 = at::native::grouped_mm::sm90;
+  const std::optional<sm90::TileConfig> named =
+      sm90::tile_config_named(config);
+  TORCH_CHECK(named, "config must be small, medium, large, large_solo or "
+              "wide; got '", config, "'");
+  return sm90::store_tile_cols_for(
+      {*named, builds_store_tiles, tokens_per_group});
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
@@ -51,4 +68,7 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::sm90_tile_config);
   m.def("_sm90_raster_order(int mean_m, int mean_n) -> str",
         &overlap_ops::sm90_raster_order);
+  m.def("_sm90_store_tile_cols(str config, bool builds_store_tiles, "
+        "int tokens_per_group) -> int",
+        &overlap_ops::sm90_store_tile_cols);
 }

@@ -81,13 +81,14 @@ struct SmallTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
-// The store-tile experiment (TileChoice::store_tile_cols): LargeTileConfig
-// storing its 128x256 output tile through 128 x kCols subtiles instead of
-// CUTLASS's choice (128x32 for 16-bit output). Each subtile costs two
-// barriers of the epilogue warp groups and one TMA store, so wider
-// subtiles issue fewer, larger stores; the smem they take comes out of the
-// mainloop stages. Why: wgrad rows with few tokens per group mostly write
-// their output, and write it at about half the copy bandwidth.
+// Wider store tiles (TileChoice::store_tile_cols, the default for 16-bit
+// wgrad): LargeTileConfig storing its 128x256 output tile through
+// 128 x kCols subtiles instead of CUTLASS's choice (128x32 for 16-bit
+// output). Each subtile costs two barriers of the epilogue warp groups and
+// one TMA store, so wider subtiles issue fewer, larger stores; the smem
+// they take comes out of the mainloop stages. Why: wgrad rows with few
+// tokens per group mostly write their output, and wrote it at about half
+// the copy bandwidth with 32-column subtiles.
 template <int kCols>
 struct LargeStoreTileConfig : LargeTileConfig {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
@@ -480,11 +481,12 @@ const char* run_grouped_gemm(
   return launch_checked(gemm, stream, choice.log_swizzle);
 }
 
-// The store-tile experiment is built for 16-bit wgrad only (A
-// column-major, B row-major, output in the input dtype: two units), so the
-// other units' build time does not grow. Calls that reach the large config
-// elsewhere (float32 output, 3d x 3d) raise under the switch; calls on
-// other configs ignore it.
+// The wider store tiles are built for 16-bit wgrad only (A column-major,
+// B row-major, output in the input dtype: two units), so the other units'
+// build time does not grow. The default rule picks them for calls grouped
+// along K only; calls that reach the large config elsewhere (float32
+// output, 3d x 3d) raise under a pinned OVERLAP_OPS_SM90_STORE_TILE=64 or
+// 128; calls on other configs ignore it.
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
 constexpr bool kBuildsStoreTiles = !std::is_same_v<In, float> &&
     std::is_same_v<In, Out> && !kARowMajor && kBRowMajor;
@@ -509,7 +511,7 @@ const char* run_large_store_tile(const LaunchArgs& args,
                                           KTile<LargeStoreTileConfig<128>>>>(
           args, ld, choice);
     }
-    return "OVERLAP_OPS_SM90_STORE_TILE takes 64 or 128";
+    return "store_tile_cols must be 0, 64 or 128";
   } else {
     return "OVERLAP_OPS_SM90_STORE_TILE is built only for bf16 -> bf16 and "
            "fp16 -> fp16 calls grouped along K (wgrad: column-major A, "

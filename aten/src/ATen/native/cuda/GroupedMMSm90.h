@@ -51,13 +51,14 @@ struct TileChoice {
   // clipped, bias reads predicated off), which is wasted work on groups
   // of few tiles (a one-tile group runs 64 at 8).
   int log_swizzle = 0;
-  // An experiment, off by default: the large config's epilogue subtile
-  // width (OVERLAP_OPS_SM90_STORE_TILE=64|128; 0: CUTLASS's choice, 32
-  // columns for 16-bit output). See LargeStoreTileConfig in
+  // The large config's epilogue subtile width: 64 or 128 columns
+  // (store_tile_cols_for in GroupedMMTileChoice.h, or pinned by
+  // OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128); 0: CUTLASS's choice, 32
+  // columns for 16-bit output. See LargeStoreTileConfig in
   // GroupedMMSm90.cuh; built for 16-bit wgrad only (calls grouped along
-  // K, which run the large config past 128 rows per group). Other calls
-  // that reach the large config raise under it; calls on other configs
-  // ignore it.
+  // K with output in the input dtype, which run the large config past 128
+  // rows per group). Other calls that reach the large config raise under
+  // a pinned 64 or 128; calls on other configs ignore it.
   int store_tile_cols = 0;
 };
 

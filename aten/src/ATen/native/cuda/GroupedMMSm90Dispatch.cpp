@@ -131,6 +131,30 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
+// The large config's epilogue subtile width (store_tile_cols_for), or
+// the one pinned by OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 for A/B
+// runs. A pinned 64 or 128 raises on a call whose unit does not build it
+// (run_large_store_tile), rather than running another kernel.
+int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
+  switch (env_choice("OVERLAP_OPS_SM90_STORE_TILE", {"cutlass", "64", "128"})) {
+    case 1:
+      return 0;
+    case 2:
+      return 64;
+    case 3:
+      return 128;
+    default:
+      break;
+  }
+  const ScalarType in = args.a.scalar_type();
+  const bool builds_store_tiles = in != kFloat &&
+      args.out.scalar_type() == in &&
+      args.geo.grouped == GroupedDim::kReduction;
+  return sm90::store_tile_cols_for(
+      {config, builds_store_tiles,
+       args.geo.extent / std::max<int64_t>(1, args.geo.num_groups)});
+}
+
 // The direct read of N-major TF32 weights: 128-token tiles for small
 // groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
 // OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
@@ -253,11 +277,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const size_t swizzle =
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
-  // OVERLAP_OPS_SM90_STORE_TILE=64|128: the store-tile experiment
-  // (sm90::TileChoice::store_tile_cols); unset or auto: CUTLASS's subtile.
-  const size_t store_tile =
-      env_choice("OVERLAP_OPS_SM90_STORE_TILE", {"64", "128"});
-  choice.store_tile_cols = store_tile == 0 ? 0 : (store_tile == 1 ? 64 : 128);
+  choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {

@@ -120,6 +120,36 @@ inline TileConfig tile_config_for(const TileQuery& q,
   return default_tile_config(q);
 }
 
+// The large config's epilogue subtile: the output columns of each TMA
+// store of its 128x256 tile. 0 is CUTLASS's choice (128x32 for 16-bit
+// output). Wider subtiles take fewer barriers and stores per tile, and
+// their smem comes out of the mainloop stages (64 columns keep four, 128
+// keep three). They are built for 16-bit calls grouped along K with output
+// in the input dtype (wgrad), the only calls this rule widens. Measured on
+// the H200 (results/tiles/2026-12-01d-store-tile, bf16 and fp16 wgrad,
+// every row of the suite): 64 and 128 columns both took 0.95 of CUTLASS's
+// time in geometric mean and slowed no row by more than 3%. 128 won where
+// each group has few tokens, so its output tiles take few K steps and the
+// stores dominate (grin_moe 0.89, deepseek_v3_decode 0.85-0.88, gpt_oss
+// 0.92-0.94, 128-256 tokens or fewer per group); 64 won on qwen3_30b_a3b
+// at 512 tokens per group (0.95-0.97 against 1.00-1.01 for 128, whose
+// mainloop has one stage fewer). tokens_per_group: total K / groups.
+constexpr int64_t kStoreTile128MaxTokens = 256;
+
+struct StoreTileQuery {
+  TileConfig config;
+  // 16-bit inputs, output in the input dtype, grouped along K.
+  bool builds_store_tiles;
+  int64_t tokens_per_group;
+};
+
+inline int store_tile_cols_for(const StoreTileQuery& q) {
+  if (q.config != TileConfig::kLarge || !q.builds_store_tiles) {
+    return 0;
+  }
+  return q.tokens_per_group <= kStoreTile128MaxTokens ? 128 : 64;
+}
+
 // Which way the persistent scheduler walks a group's output tiles.
 // Consecutive CTAs take consecutive tiles, so one wave of CTAs shares the
 // operand tiles of the dimension walked first; the other operand streams
