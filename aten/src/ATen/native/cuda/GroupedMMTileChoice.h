@@ -126,14 +126,17 @@ inline TileConfig tile_config_for(const TileQuery& q,
 // their smem comes out of the mainloop stages (64 columns keep four, 128
 // keep three). They are built for 16-bit calls grouped along K with output
 // in the input dtype (wgrad), the only calls this rule widens. Measured on
-// the H200 (results/tiles/2026-12-01d-store-tile, bf16 and fp16 wgrad,
-// every row of the suite): 64 and 128 columns both took 0.95 of CUTLASS's
-// time in geometric mean and slowed no row by more than 3%. 128 won where
-// each group has few tokens, so its output tiles take few K steps and the
-// stores dominate (grin_moe 0.89, deepseek_v3_decode 0.85-0.88, gpt_oss
-// 0.92-0.94, 128-256 tokens or fewer per group); 64 won on qwen3_30b_a3b
-// at 512 tokens per group (0.95-0.97 against 1.00-1.01 for 128, whose
-// mainloop has one stage fewer). tokens_per_group: total K / groups.
+// the H200 (results/tiles/2026-12-01d-store-tile, bf16 and fp16 wgrad on
+// every row of the suite, against CUTLASS's subtile): 64 and 128 columns
+// both took 0.95 of its time in geometric mean, and neither slowed a row
+// by more than 3%. 128 won most where groups have few tokens, so each
+// output tile takes few K steps and the stores dominate (deepseek_v3_decode
+// 0.83-0.87, grin_moe 0.88-0.90, gpt_oss_120b 0.91-0.97; 256 tokens per
+// group or fewer); 64 won on qwen3_30b_a3b at 512 (0.93-0.99 against
+// 0.97-1.00 for 128, whose mainloop has one stage fewer). This rule then
+// took 0.95 of CUTLASS's time in a second run (bf16 0.85-0.99, fp16
+// 0.85-1.02) and 0.98 on the second suite's bf16 wgrad.
+// tokens_per_group: total K / groups.
 constexpr int64_t kStoreTile128MaxTokens = 256;
 
 struct StoreTileQuery {
