@@ -10,8 +10,20 @@
 # Before the device call, record the commit its sources come from, so the
 # results name it (this copy has no .git; the file is git-ignored):
 #   git rev-parse --short=7 HEAD > .source-commit   # carry [".whl", ".source-commit"]
+# The device machine has no network: .whl (git-ignored) carries the wheels
+# it lacks. Fill it on a machine with one:
+#   tools/gpu_session.sh wheels
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The wheels the device machine needs and cannot download: CUTLASS's
+# headers (the build) and expecttest (torch's test utilities import it; no
+# test file collects without it).
+DEVICE_WHEELS=("nvidia-cutlass==4.2.0.0" "expecttest")
+if [[ ${1:-} == wheels ]]; then
+  python3 -m pip download --quiet --no-deps -d .whl "${DEVICE_WHEELS[@]}" \
+    && ls .whl
+  exit
+fi
 FINAL=${OUT:-results/tmp}
 OUT=$(mktemp -d /tmp/gpu_session.XXXXXX)
 mkdir -p "$FINAL" "$OUT/carveout" "$OUT/overlap" "$OUT/moe"
@@ -30,6 +42,15 @@ if [[ -d .whl ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
   export CUTLASS_INCLUDE_DIR=/tmp/site/cutlass_library/source/include
+fi
+# Say at once what is missing, before the ~5 minute build.
+missing=()
+[[ -f ${CUTLASS_INCLUDE_DIR:-/nonexistent}/cutlass/cutlass.h ]] \
+  || missing+=("CUTLASS headers (nvidia-cutlass)")
+python3 -c "import expecttest" 2>/dev/null || missing+=("expecttest")
+if (( ${#missing[@]} )); then
+  echo "gpu_session: missing here: ${missing[*]}; run 'tools/gpu_session.sh" \
+    "wheels' on a machine with a network and carry .whl" >&2
 fi
 # The image's default CXX (/opt/gcc/bin/g++) links libstdc++ statically, so a
 # c10::Error thrown from the extension cannot be caught by libtorch: the
