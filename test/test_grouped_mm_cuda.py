@@ -1320,6 +1320,14 @@ class TestSm90StoreTile(HopperTestCase):
                          "OVERLAP_OPS_SM90_TILE": "large",
                          "OVERLAP_OPS_SM90_STORE_TILE": cols})
 
+    @contextlib.contextmanager
+    def _no_switches(self):
+        with unittest.mock.patch.dict(os.environ):
+            for name in (_BACKEND_ENV, "OVERLAP_OPS_SM90_TILE",
+                         "OVERLAP_OPS_SM90_STORE_TILE"):
+                os.environ.pop(name, None)
+            yield
+
     def _wgrad_operands(self, device, dtype, sizes, m, n):
         # wgrad's layouts: a = grad_out^T (column-major), b = x. Not a
         # staticmethod: instantiate_device_type_tests copies helpers onto
@@ -1330,7 +1338,10 @@ class TestSm90StoreTile(HopperTestCase):
         return a, b
 
     def _gemm_kernel(self, cols, a, b, offs, **kwargs):
-        with self._store_tile(cols):
+        # cols None: none of the three switches set (the default dispatch,
+        # tile config and width), whatever the run pins for other tests.
+        env = self._no_switches() if cols is None else self._store_tile(cols)
+        with env:
             names = {name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs, **kwargs))}
         kernels = _sm90_gemm_names(names)
@@ -1363,16 +1374,18 @@ class TestSm90StoreTile(HopperTestCase):
         for cols, policy in self._EPILOGUE_POLICY.items():
             self.assertRegex(self._gemm_kernel(cols, a, b, offs), policy)
 
-    def test_default_width_by_tokens_per_group(self, device):
+    @dtypes(torch.bfloat16, torch.float16)
+    def test_default_width_by_tokens_per_group(self, device, dtype):
         # store_tile_cols_for: 128 columns up to 256 tokens per group on
-        # average, 64 beyond.
-        for sizes, width in (([40, 0, 300], "128"), ([256, 256], "128"),
-                             ([300, 0, 800], "64"), ([257, 257], "64")):
-            a, b = self._wgrad_operands(device, torch.float16, sizes, 256,
-                                        512)
-            offs = make_offsets(sizes, device)
-            self.assertRegex(self._gemm_kernel("auto", a, b, offs),
-                             self._EPILOGUE_POLICY[width], sizes)
+        # average, 64 beyond; None: no switch set, so the default dispatch
+        # and tile config (large at m = 256) choose it too.
+        for cols in ("auto", None):
+            for sizes, width in (([40, 0, 300], "128"), ([256, 256], "128"),
+                                 ([300, 0, 800], "64"), ([257, 257], "64")):
+                a, b = self._wgrad_operands(device, dtype, sizes, 256, 512)
+                offs = make_offsets(sizes, device)
+                self.assertRegex(self._gemm_kernel(cols, a, b, offs),
+                                 self._EPILOGUE_POLICY[width], (cols, sizes))
 
     def test_float32_output_keeps_cutlass_tile(self, device):
         # Not built for float32 output: the default leaves its subtile to

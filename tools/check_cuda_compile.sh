@@ -14,7 +14,7 @@
 # The GroupedMMSm90_*.cu (and GroupedMMSm80_*.cu) files differ only in
 # template arguments, so the default compiles one of each to keep CI short:
 # for SM90 bf16 with column-major A and row-major B (wgrad's layout), the
-# unit that also builds the store-tile experiment's kernels. Each source
+# unit that also builds the wider store-tile kernels (the wgrad default). Each source
 # gets the targets torch_ext/setup.py gives it (OVERLAP_OPS_ARCHS, default
 # "90a;80").
 set -euo pipefail

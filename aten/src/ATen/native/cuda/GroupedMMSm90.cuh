@@ -481,12 +481,13 @@ const char* run_grouped_gemm(
   return launch_checked(gemm, stream, choice.log_swizzle);
 }
 
-// The wider store tiles are built for 16-bit wgrad only (A column-major,
-// B row-major, output in the input dtype: two units), so the other units'
-// build time does not grow. The default rule picks them for calls grouped
-// along K only; calls that reach the large config elsewhere (float32
-// output, 3d x 3d) raise under a pinned OVERLAP_OPS_SM90_STORE_TILE=64 or
-// 128; calls on other configs ignore it.
+// The wider store tiles are built for 16-bit wgrad's units only (A
+// column-major, B row-major, output in the input dtype: two units), so the
+// other units' build time does not grow. The default rule picks them for
+// calls grouped along K only. Under a pinned OVERLAP_OPS_SM90_STORE_TILE=64
+// or 128, calls that reach the large config in other units (float32
+// output, other majors) raise; a 3d x 3d call with those majors runs
+// them; calls on other configs ignore it.
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
 constexpr bool kBuildsStoreTiles = !std::is_same_v<In, float> &&
     std::is_same_v<In, Out> && !kARowMajor && kBRowMajor;

@@ -55,10 +55,12 @@ struct TileChoice {
   // (store_tile_cols_for in GroupedMMTileChoice.h, or pinned by
   // OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128); 0: CUTLASS's choice, 32
   // columns for 16-bit output. See LargeStoreTileConfig in
-  // GroupedMMSm90.cuh; built for 16-bit wgrad only (calls grouped along
-  // K with output in the input dtype, which run the large config past 128
-  // rows per group). Other calls that reach the large config raise under
-  // a pinned 64 or 128; calls on other configs ignore it.
+  // GroupedMMSm90.cuh; built in 16-bit wgrad's units only (column-major
+  // A, row-major B, output in the input dtype); the default widens calls
+  // grouped along K only, which run the large config past 128 rows per
+  // group. Under a pinned 64 or 128, calls that reach the large config in
+  // other units raise (a 3d x 3d call in those units runs it); calls on
+  // other configs ignore it.
   int store_tile_cols = 0;
 };
 

@@ -136,7 +136,7 @@ inline TileConfig tile_config_for(const TileQuery& q,
 // 0.97-1.00 for 128, whose mainloop has one stage fewer). This rule then
 // took 0.95 of CUTLASS's time in a second run (bf16 0.85-0.99, fp16
 // 0.85-1.02) and 0.98 on the second suite's bf16 wgrad.
-// tokens_per_group: total K / groups.
+// tokens_per_group: total K / groups, rounded down.
 constexpr int64_t kStoreTile128MaxTokens = 256;
 
 struct StoreTileQuery {
