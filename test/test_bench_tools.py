@@ -562,6 +562,8 @@ class TestBenchLoop(TestCase):
                 unittest.mock.patch.object(
                     bench, "_machine", return_value=dict(self._MACHINE)), \
                 unittest.mock.patch.object(
+                    bench, "_peak_again", return_value=780.0), \
+                unittest.mock.patch.object(
                     bench, "_time_us", side_effect=time_us), \
                 unittest.mock.patch.object(
                     bench, "_context_alive", return_value=True), \
@@ -581,6 +583,9 @@ class TestBenchLoop(TestCase):
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
             self.assertTrue(results["complete"])
+            self.assertEqual(results["bf16_peak_tflops_end"], 780.0)
+            self.assertIn("bf16 800; bf16 again after the last row: 780",
+                          (out / report.MD_NAME).read_text())
             self.assertEqual(len(results["rows"]), 4)
             self.assertEqual(results["group_sizes"]["tiny/sparse"],
                              [14, 13, 13, 0])
@@ -1055,6 +1060,7 @@ class TestMergeRuns(TestCase):
                            peak_tflops={"bf16": 706.0})
         second["source_commit"] = "abc1234"
         second["write_gbps"] = 3900.0
+        second["bf16_peak_tflops_end"] = 655.0
         merged = merge_runs.merge([first, second])
         self.assertEqual([p["floor_peak_tflops"] for p in merged["parts"]],
                          [687.0, 706.0])
@@ -1069,6 +1075,10 @@ class TestMergeRuns(TestCase):
         self.assertIn("B = 4232 GB/s; write-only (fill_) 3900 GB/s, not "
                       "used by the floor; dense mm peaks", header)
         self.assertIn("B = 4227 GB/s; dense mm peaks", header)
+        # The peak measured again after the last row, where it was.
+        self.assertIn("(8192^3): bf16 706; bf16 again after the last row: "
+                      "655", header)
+        self.assertNotIn("fp16 728; bf16 again", header)
         self.assertNotIn("used for every dtype), bytes", header)
         self.assertNotIn("timed differently", header)  # neither has a timer
         # A merge of a merge keeps every part; differing timers are named.
@@ -1087,6 +1097,9 @@ class TestMergeRuns(TestCase):
         self.assertIn("read + write)); write-only (fill_) 3900 GB/s",
                       "\n".join(report._header(second)))
         self.assertNotIn("write-only", single)
+        self.assertNotIn("again after", single)
+        self.assertIn("TFLOP/s (8192^3): bf16 706; bf16 again after the "
+                      "last row: 655", "\n".join(report._header(second)))
 
     def test_source_commit_from_env_git_or_file(self):
         with unittest.mock.patch.dict(

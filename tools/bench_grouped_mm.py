@@ -870,6 +870,15 @@ def _machine(dtypes: list[str], timer: Timer) -> dict[str, Any]:
     }
 
 
+def _peak_again(timer: Timer) -> float:
+    """The dense bf16 mm peak measured after the last row. The floor's is
+    measured before the first, often on a GPU that idled and boosts; the
+    two show how far the clock moved during the run (the floor keeps the
+    first)."""
+    _progress("measuring the dense bf16 mm peak again ...")
+    return _measure_peak_tflops(torch.bfloat16, timer)
+
+
 # Written next to the sources before a GPU run (git-ignored and carried
 # there; the GPU machine's copy has no .git): the commit they were taken from.
 SOURCE_COMMIT_FILE = REPO / ".source-commit"
@@ -988,6 +997,8 @@ def _bench(args: argparse.Namespace) -> int:
             break
     else:
         results["complete"] = True
+    if status == 0:
+        results["bf16_peak_tflops_end"] = _peak_again(timer)
     _write_json(results, out_dir)
     if len(report.render(results, out_dir)) < 2:
         _progress("no matplotlib here: PNG skipped (draw it with --render)")

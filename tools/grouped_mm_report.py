@@ -373,6 +373,13 @@ def _write_note(run: dict[str, Any]) -> str:
             "by the floor" if run.get("write_gbps") else "")
 
 
+def _peak_end_note(run: dict[str, Any]) -> str:
+    """The dense bf16 peak measured again after the run's last row, where
+    it was (runs before it was recorded have none)."""
+    end = run.get("bf16_peak_tflops_end")
+    return (f"; bf16 again after the last row: {end:.0f}" if end else "")
+
+
 def _floor_lines(results: dict[str, Any]) -> list[str]:
     """How the floor was measured: one run's peak and copy bandwidth, or
     each merged part's (every row's floor used its own part's)."""
@@ -384,7 +391,8 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
             f"bytes / {results.get('copy_gbps', 0):.0f} GB/s (measured "
             f"device-to-device copy, read + write)){_write_note(results)}",
             "- measured dense mm peaks, TFLOP/s (8192^3): "
-            f"{_peaks(results.get('peak_tflops')) or 'n/a'}"]
+            f"{_peaks(results.get('peak_tflops')) or 'n/a'}"
+            f"{_peak_end_note(results)}"]
     lines = ["- floor = max(FLOPs / P, bytes / B), P the measured dense bf16 "
              "mm peak (used for every dtype) and B the measured "
              "device-to-device copy (read + write) of the row's own part:"]
@@ -398,7 +406,8 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
             f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "
             f"{part.get('copy_gbps') or 0:.0f} GB/s{_write_note(part)}; "
             "dense mm peaks "
-            f"(8192^3): {_peaks(part.get('peak_tflops')) or 'n/a'}")
+            f"(8192^3): {_peaks(part.get('peak_tflops')) or 'n/a'}"
+            f"{_peak_end_note(part)}")
     timers = {part.get("timer") for part in parts}
     if len(timers) > 1:
         lines.append("- the parts were timed differently: " + "; ".join(

@@ -120,8 +120,8 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         part for run in runs for part in (run.get("parts") or [
             {key: run.get(key) for key in
              ("timestamp", "source_commit", "floor_peak_tflops",
-              "copy_gbps", "write_gbps", "peak_tflops", "timer",
-              "ours_from")
+              "copy_gbps", "write_gbps", "peak_tflops",
+              "bf16_peak_tflops_end", "timer", "ours_from")
              if run.get(key) is not None}])]
     return merged
 
