@@ -1312,12 +1312,12 @@ class TestSm90StoreTile(HopperTestCase):
         "128": r"Sm90PtrArrayTmaWarpSpecialized(ILi2ELi2ELi64E|<2, 2, 64,)",
     }
 
-    def _store_tile(self, cols):
-        # The large config pinned, so the switch cannot be bypassed by a
+    def _store_tile(self, cols, tile="large"):
+        # The tile config pinned, so the switch cannot be bypassed by a
         # different tile choice.
         return unittest.mock.patch.dict(
             os.environ, {_BACKEND_ENV: "sm90",
-                         "OVERLAP_OPS_SM90_TILE": "large",
+                         "OVERLAP_OPS_SM90_TILE": tile,
                          "OVERLAP_OPS_SM90_STORE_TILE": cols})
 
     @contextlib.contextmanager
@@ -1337,10 +1337,11 @@ class TestSm90StoreTile(HopperTestCase):
         b = _randn(sum(sizes), n, device=device, dtype=dtype)
         return a, b
 
-    def _gemm_kernel(self, cols, a, b, offs, **kwargs):
+    def _gemm_kernel(self, cols, a, b, offs, tile="large", **kwargs):
         # cols None: none of the three switches set (the default dispatch,
         # tile config and width), whatever the run pins for other tests.
-        env = self._no_switches() if cols is None else self._store_tile(cols)
+        env = self._no_switches() if cols is None else \
+            self._store_tile(cols, tile)
         with env:
             names = {name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs, **kwargs))}
@@ -1386,6 +1387,56 @@ class TestSm90StoreTile(HopperTestCase):
                 offs = make_offsets(sizes, device)
                 self.assertRegex(self._gemm_kernel(cols, a, b, offs),
                                  self._EPILOGUE_POLICY[width], (cols, sizes))
+
+    # The large_solo experiment (pinned only): fwd and dgrad, 2d x 3d with
+    # row-major A and the weights in either major.
+    def _fwd_operands(self, device, dtype, sizes, k, n, b_transposed):
+        a = _randn(sum(sizes), k, device=device, dtype=dtype)
+        b = _randn(len(sizes), k, n, device=device, dtype=dtype,
+                   transposed=b_transposed)
+        return a, b
+
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("cols", ["cutlass", "64", "128"])
+    @parametrize("b_transposed", [False, True])
+    def test_large_solo_matches_reference(self, device, dtype, cols,
+                                          b_transposed):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        cases = [([300, 0, 1, 77, 130], 264, 520, True),
+                 ([(i * 5) % 7 for i in range(1100)], 72, 136, False)]
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            for sizes, k, n, with_bias in cases:
+                a, b = self._fwd_operands(device, dtype, sizes, k, n,
+                                          b_transposed)
+                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                        if with_bias else None)
+                with self._store_tile(cols, "large_solo"):
+                    self._run_and_check(a, b, make_offsets(sizes, device),
+                                        bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    @parametrize("b_transposed", [False, True])
+    def test_large_solo_runs_its_own_kernel(self, device, b_transposed):
+        # 200 rows per group on average: large_solo by default too.
+        sizes = [200, 0, 400]
+        a, b = self._fwd_operands(device, torch.bfloat16, sizes, 256, 512,
+                                  b_transposed)
+        offs = make_offsets(sizes, device)
+        for cols, policy in self._EPILOGUE_POLICY.items():
+            self.assertRegex(
+                self._gemm_kernel(cols, a, b, offs, tile="large_solo"),
+                policy)
+        # Off by default: no switch set, CUTLASS's subtile.
+        self.assertRegex(self._gemm_kernel(None, a, b, offs),
+                         self._EPILOGUE_POLICY["cutlass"])
+        # Not built for float32 output.
+        with self._store_tile("64", "large_solo"):
+            with self.assertRaisesRegex(RuntimeError,
+                                        "on the large_solo config is built "
+                                        "only for bf16 -> bf16"):
+                _grouped_mm(a, b, offs, out_dtype=torch.float32)
 
     def test_float32_output_keeps_cutlass_tile(self, device):
         # Not built for float32 output: the default leaves its subtile to

@@ -81,16 +81,17 @@ struct SmallTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
-// Wider store tiles (TileChoice::store_tile_cols, the default for 16-bit
-// wgrad): LargeTileConfig storing its 128x256 output tile through
-// 128 x kCols subtiles instead of CUTLASS's choice (128x32 for 16-bit
-// output). Each subtile costs two barriers of the epilogue warp groups and
-// one TMA store, so wider subtiles issue fewer, larger stores; the smem
-// they take comes out of the mainloop stages. Why: wgrad rows with few
-// tokens per group mostly write their output, and wrote it at about half
-// the copy bandwidth with 32-column subtiles.
-template <int kCols>
-struct LargeStoreTileConfig : LargeTileConfig {
+// Wider store tiles (TileChoice::store_tile_cols): a 128x256 config
+// (large, the default for 16-bit wgrad; large_solo, an experiment for
+// 16-bit fwd and dgrad) storing its output tile through 128 x kCols
+// subtiles instead of CUTLASS's choice (128x32 for 16-bit output). Each
+// subtile costs two barriers of the epilogue warp groups and one TMA
+// store, so wider subtiles issue fewer, larger stores; the smem they take
+// comes out of the mainloop stages. Why: wgrad rows with few tokens per
+// group mostly write their output, and wrote it at about half the copy
+// bandwidth with 32-column subtiles.
+template <typename Base, int kCols>
+struct StoreTileConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
 };
 
@@ -481,42 +482,46 @@ const char* run_grouped_gemm(
   return launch_checked(gemm, stream, choice.log_swizzle);
 }
 
-// The wider store tiles are built for 16-bit wgrad's units only (A
-// column-major, B row-major, output in the input dtype: two units), so the
-// other units' build time does not grow. The default rule picks them for
-// calls grouped along K only. Under a pinned OVERLAP_OPS_SM90_STORE_TILE=64
-// or 128, calls that reach the large config in other units (float32
-// output, other majors) raise; a 3d x 3d call with those majors runs
-// them; calls on other configs ignore it.
+// Which units build the wider store tiles, so the others' build time does
+// not grow. The large config's: 16-bit wgrad's units (A column-major, B
+// row-major, output in the input dtype); the default rule picks them for
+// calls grouped along K only. The large_solo config's (an experiment, off
+// by default): the 16-bit units with row-major A and output in the input
+// dtype (fwd and dgrad, either major of the weights). Under a pinned
+// OVERLAP_OPS_SM90_STORE_TILE=64 or 128, calls that reach either config in
+// other units (float32 output or inputs, other majors) raise; a 3d x 3d
+// call with those majors runs them; calls on other configs ignore it.
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
 constexpr bool kBuildsStoreTiles = !std::is_same_v<In, float> &&
     std::is_same_v<In, Out> && !kARowMajor && kBRowMajor;
+template <typename In, typename Out, bool kARowMajor>
+constexpr bool kBuildsSoloStoreTiles =
+    !std::is_same_v<In, float> && std::is_same_v<In, Out> && kARowMajor;
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
-          template <typename> class KTile>
-const char* run_large_store_tile(const LaunchArgs& args,
-                                 const LeadingDims& ld, TileChoice choice) {
-  if constexpr (kBuildsStoreTiles<In, Out, kARowMajor, kBRowMajor>) {
+          template <typename> class KTile, typename Base, bool kBuilt>
+const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
+                           TileChoice choice, const char* unbuilt) {
+  if constexpr (kBuilt) {
     // A K-tile wrapper that dropped EpilogueTile would silently run
     // CUTLASS's subtile (HalfK does: it is for TF32, never built here).
     static_assert(std::is_same_v<
-                  typename EpilogueTileOf<KTile<LargeStoreTileConfig<64>>>::type,
+                  typename EpilogueTileOf<
+                      KTile<StoreTileConfig<Base, 64>>>::type,
                   cute::Shape<cute::_128, cute::_64>>);
     if (choice.store_tile_cols == 64) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                          KTile<LargeStoreTileConfig<64>>>>(
+                                          KTile<StoreTileConfig<Base, 64>>>>(
           args, ld, choice);
     }
     if (choice.store_tile_cols == 128) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                          KTile<LargeStoreTileConfig<128>>>>(
+                                          KTile<StoreTileConfig<Base, 128>>>>(
           args, ld, choice);
     }
     return "store_tile_cols must be 0, 64 or 128";
   } else {
-    return "OVERLAP_OPS_SM90_STORE_TILE is built only for bf16 -> bf16 and "
-           "fp16 -> fp16 calls grouped along K (wgrad: column-major A, "
-           "row-major B); this call reaches the large config otherwise";
+    return unbuilt;
   }
 }
 
@@ -536,6 +541,15 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
     case TileConfig::kMedium:
       return run_grouped_gemm<Medium>(args, ld, choice);
     case TileConfig::kLargeSolo:
+      if (choice.store_tile_cols != 0) {
+        return run_store_tile<
+            In, Out, kARowMajor, kBRowMajor, KTile, LargeSoloTileConfig,
+            kBuildsSoloStoreTiles<In, Out, kARowMajor>>(
+            args, ld, choice,
+            "OVERLAP_OPS_SM90_STORE_TILE on the large_solo config is built "
+            "only for bf16 -> bf16 and fp16 -> fp16 calls with row-major A "
+            "(fwd and dgrad); this call reaches it otherwise");
+      }
       return run_grouped_gemm<GroupedGemm<
           In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(
           args, ld, choice);
@@ -551,8 +565,13 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
       }
     default:
       if (choice.store_tile_cols != 0) {
-        return run_large_store_tile<In, Out, kARowMajor, kBRowMajor, KTile>(
-            args, ld, choice);
+        return run_store_tile<
+            In, Out, kARowMajor, kBRowMajor, KTile, LargeTileConfig,
+            kBuildsStoreTiles<In, Out, kARowMajor, kBRowMajor>>(
+            args, ld, choice,
+            "OVERLAP_OPS_SM90_STORE_TILE is built only for bf16 -> bf16 and "
+            "fp16 -> fp16 calls grouped along K (wgrad: column-major A, "
+            "row-major B); this call reaches the large config otherwise");
       }
       return run_grouped_gemm<Large>(args, ld, choice);
   }

@@ -51,16 +51,16 @@ struct TileChoice {
   // clipped, bias reads predicated off), which is wasted work on groups
   // of few tiles (a one-tile group runs 64 at 8).
   int log_swizzle = 0;
-  // The large config's epilogue subtile width: 64 or 128 columns
+  // The 128x256 configs' epilogue subtile width: 64 or 128 columns
   // (store_tile_cols_for in GroupedMMTileChoice.h, or pinned by
   // OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128); 0: CUTLASS's choice, 32
-  // columns for 16-bit output. See LargeStoreTileConfig in
-  // GroupedMMSm90.cuh; built in 16-bit wgrad's units only (column-major
-  // A, row-major B, output in the input dtype); the default widens calls
-  // grouped along K only, which run the large config past 128 rows per
-  // group. Under a pinned 64 or 128, calls that reach the large config in
-  // other units raise (a 3d x 3d call in those units runs it); calls on
-  // other configs ignore it.
+  // columns for 16-bit output. See StoreTileConfig and kBuildsStoreTiles
+  // in GroupedMMSm90.cuh: built for the large config in 16-bit wgrad's
+  // units (the default widens calls grouped along K, which run it past
+  // 128 rows per group) and for large_solo in the 16-bit units with
+  // row-major A (fwd and dgrad; pinned only, an experiment). Under a
+  // pinned 64 or 128, calls that reach either config in other units
+  // raise; calls on other configs ignore it.
   int store_tile_cols = 0;
 };
 

@@ -131,10 +131,10 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
-// The large config's epilogue subtile width (store_tile_cols_for), or
+// The 128x256 configs' epilogue subtile width (store_tile_cols_for), or
 // the one pinned by OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 for A/B
 // runs. A pinned 64 or 128 raises on a call whose unit does not build it
-// (run_large_store_tile), rather than running another kernel.
+// (run_store_tile), rather than running another kernel.
 int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
   switch (env_choice("OVERLAP_OPS_SM90_STORE_TILE", {"cutlass", "64", "128"})) {
     case 1:
