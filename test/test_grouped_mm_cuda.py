@@ -1296,7 +1296,9 @@ class TestSm90StoreTile(HopperTestCase):
     """The large config's wider store tiles, which 16-bit wgrad (calls
     grouped along K, output in the input dtype) runs by default: its output
     stored through 128x64 or 128x128 subtiles instead of CUTLASS's 128x32
-    (OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 pins one). Each width runs
+    (OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 pins one), and the same
+    subtiles on large_solo for 16-bit fwd and dgrad (pinned only, an
+    experiment: test_large_solo_*). Each width runs
     its own kernel and gives the same results, checked against float64 per
     group: empty groups (exact zeros), one-token groups, ragged m and n
     tile edges, a fused bias, more than 1024 groups, and a carveout of
