@@ -116,12 +116,17 @@ std::optional<sm90::TileConfig> requested_tile_config() {
   return static_cast<sm90::TileConfig>(choice - 1);
 }
 
+// The grouped dimension's mean extent per group (rounded down), from what
+// the host knows: rows per group when grouped along rows, tokens per group
+// when grouped along K.
+int64_t mean_group_extent(const Geometry& geo) {
+  return geo.extent / std::max<int64_t>(1, geo.num_groups);
+}
+
 // A group's m as the host knows it: the mean rows per group of a
 // row-grouped call, else every group's m.
 int64_t host_group_m(const Geometry& geo) {
-  return geo.grouped == GroupedDim::kRows
-      ? geo.extent / std::max<int64_t>(1, geo.num_groups)
-      : geo.m;
+  return geo.grouped == GroupedDim::kRows ? mean_group_extent(geo) : geo.m;
 }
 
 // The heuristic of GroupedMMTileChoice.h, or the pinned config.
@@ -151,8 +156,7 @@ int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
       args.out.scalar_type() == in &&
       args.geo.grouped == GroupedDim::kReduction;
   return sm90::store_tile_cols_for(
-      {config, builds_store_tiles,
-       args.geo.extent / std::max<int64_t>(1, args.geo.num_groups)});
+      {config, builds_store_tiles, mean_group_extent(args.geo)});
 }
 
 // The direct read of N-major TF32 weights: 128-token tiles for small
