@@ -542,13 +542,15 @@ class TestSm90TileConfig(TestCase):
             raster(-1, 4)
 
     @needs_extension
-    def test_store_tile_widens_16_bit_wgrad_only(self):
-        # The large config's epilogue subtile (GroupedMMTileChoice.h): 128
-        # columns up to 256 tokens per group, 64 beyond, for 16-bit wgrad
-        # with output in the input dtype; CUTLASS's (0) otherwise.
-        def cols(config, builds, tokens):
+    def test_store_tile_widens_16_bit_same_dtype_output_only(self):
+        # The 128x256 configs' epilogue subtile (GroupedMMTileChoice.h):
+        # on large, for 16-bit wgrad with output in the input dtype, 128
+        # columns up to 256 tokens per group and 64 beyond; on large_solo,
+        # for 16-bit row-grouped calls (fwd, dgrad) with output in the input
+        # dtype, 64; CUTLASS's (0) otherwise.
+        def cols(config, same_16bit_out, grouped, extent):
             return torch.ops.overlap_ops._sm90_store_tile_cols(
-                config, builds, tokens)
+                config, same_16bit_out, grouped, extent)
         # The suite's wgrad rows (total tokens / experts) and the width
         # that won there (results/tiles/2026-12-01d-store-tile).
         rows = {"qwen3_decode": (8, 128), "deepseek_v3_decode": (64, 128),
@@ -556,18 +558,34 @@ class TestSm90TileConfig(TestCase):
                 "qwen3_30b_a3b": (512, 64), "deepseek_v3_ep8": (1024, 64),
                 "mixtral_8x7b": (4096, 64)}
         for name, (tokens, width) in rows.items():
-            self.assertEqual(cols("large", True, tokens), width, name)
-        self.assertEqual(cols("large", True, 0), 128)
-        self.assertEqual(cols("large", True, 257), 64)
-        # Built only there: float32 output, TF32 and other layouts keep
-        # CUTLASS's subtile, and so do the other configs.
-        self.assertEqual(cols("large", False, 128), 0)
-        for config in ("small", "medium", "large_solo", "wide"):
-            self.assertEqual(cols(config, True, 128), 0, config)
-        with self.assertRaisesRegex(RuntimeError, "tokens_per_group must"):
-            cols("large", True, -1)
+            self.assertEqual(cols("large", True, "k", tokens), width, name)
+        self.assertEqual(cols("large", True, "k", 0), 128)
+        self.assertEqual(cols("large", True, "k", 257), 64)
+        # large_solo's fwd and dgrad rows: 64 at every size the default
+        # sends there (results/tiles/2026-12-01e-solo-store-tile).
+        for rows_per_group in (129, 256, 512, 1024, 4096):
+            self.assertEqual(cols("large_solo", True, "rows",
+                                  rows_per_group), 64, rows_per_group)
+        # Built only there: float32 output and TF32 keep CUTLASS's subtile,
+        # and so do the other configs and groupings (a pinned large_solo
+        # on wgrad, whose column-major A has no wider kernel; a pinned
+        # large on a row-grouped call; 3d x 3d).
+        self.assertEqual(cols("large", False, "k", 128), 0)
+        self.assertEqual(cols("large_solo", False, "rows", 512), 0)
+        self.assertEqual(cols("large_solo", True, "k", 512), 0)
+        self.assertEqual(cols("large", True, "rows", 512), 0)
+        self.assertEqual(cols("large", True, "none", 512), 0)
+        self.assertEqual(cols("large_solo", True, "none", 512), 0)
+        for config in ("small", "medium", "wide"):
+            for grouped in ("k", "rows"):
+                self.assertEqual(cols(config, True, grouped, 128), 0,
+                                 (config, grouped))
+        with self.assertRaisesRegex(RuntimeError, "mean_extent must"):
+            cols("large", True, "k", -1)
         with self.assertRaisesRegex(RuntimeError, "config must be"):
-            cols("huge", True, 8)
+            cols("huge", True, "k", 8)
+        with self.assertRaisesRegex(RuntimeError, "grouped must be"):
+            cols("large", True, "cols", 8)
 
     @needs_extension
     def test_row_grouped_16_bit_measured_rows(self):
@@ -1297,8 +1315,8 @@ class TestSm90StoreTile(HopperTestCase):
     grouped along K, output in the input dtype) runs by default: its output
     stored through 128x64 or 128x128 subtiles instead of CUTLASS's 128x32
     (OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 pins one), and the same
-    subtiles on large_solo for 16-bit fwd and dgrad (pinned only, an
-    experiment: test_large_solo_*). Each width runs
+    subtiles on large_solo for 16-bit fwd and dgrad (64 columns by
+    default: test_large_solo_*). Each width runs
     its own kernel and gives the same results, checked against float64 per
     group: empty groups (exact zeros), one-token groups, ragged m and n
     tile edges, a fused bias, more than 1024 groups, and a carveout of
@@ -1390,8 +1408,8 @@ class TestSm90StoreTile(HopperTestCase):
                 self.assertRegex(self._gemm_kernel(cols, a, b, offs),
                                  self._EPILOGUE_POLICY[width], (cols, sizes))
 
-    # The large_solo experiment (pinned only): fwd and dgrad, 2d x 3d with
-    # row-major A and the weights in either major.
+    # large_solo's store tiles: fwd and dgrad, 2d x 3d with row-major A and
+    # the weights in either major.
     def _fwd_operands(self, device, dtype, sizes, k, n, b_transposed):
         a = _randn(sum(sizes), k, device=device, dtype=dtype)
         b = _randn(len(sizes), k, n, device=device, dtype=dtype,
@@ -1430,10 +1448,17 @@ class TestSm90StoreTile(HopperTestCase):
             self.assertRegex(
                 self._gemm_kernel(cols, a, b, offs, tile="large_solo"),
                 policy)
-        # Off by default: no switch set, CUTLASS's subtile.
+        # No switch set: 64 columns (store_tile_cols_for), for bf16 and
+        # fp16; float32 output keeps CUTLASS's subtile.
         self.assertRegex(self._gemm_kernel(None, a, b, offs),
-                         self._EPILOGUE_POLICY["cutlass"])
-        # Not built for float32 output.
+                         self._EPILOGUE_POLICY["64"])
+        a16, b16 = a.half(), b.half()
+        self.assertRegex(self._gemm_kernel(None, a16, b16, offs),
+                         self._EPILOGUE_POLICY["64"])
+        self.assertNotRegex(
+            self._gemm_kernel(None, a, b, offs, out_dtype=torch.float32),
+            r"ILi2ELi2ELi64E|<2, 2, 64,|ILi4ELi2ELi32E|<4, 2, 32,")
+        # A pinned width is not built for float32 output.
         with self._store_tile("64", "large_solo"):
             with self.assertRaisesRegex(RuntimeError,
                                         "on the large_solo config is built "

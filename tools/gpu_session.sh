@@ -308,9 +308,15 @@ for stage in "$@"; do
       # one), ours per tile config and stock: one GEMM launch each, after
       # PROFILE_SKIP (default 4) GEMM launches. GEMM kernels are matched by
       # PROFILE_KERNELS (default: CUTLASS's device_kernel and cuBLAS's
-      # sm90_xmma names, which stock's float32 loop runs).
+      # sm90_xmma names, which stock's float32 loop runs). PROFILE_SECTIONS
+      # adds ncu sections (e.g. "ComputeWorkloadAnalysis" for the tensor
+      # pipe's utilisation).
       read -r pcase pdist ppass <<< "${PROFILE_ROW:-deepseek_v3_decode sparse fwd}"
       mkdir -p "$OUT/ncu"
+      extra_sections=()
+      for section in ${PROFILE_SECTIONS:-}; do
+        extra_sections+=(--section "$section")
+      done
       for impl in ${PROFILE_IMPLS:-ours:small ours:medium stock}; do
         tile=${impl#*:}; impl=${impl%%:*}
         [[ $tile == "$impl" ]] && tile=auto
@@ -319,6 +325,7 @@ for stage in "$@"; do
           --section SpeedOfLight --section MemoryWorkloadAnalysis \
           --section LaunchStats --section Occupancy --section SchedulerStats \
           --section WarpStateStats \
+          "${extra_sections[@]}" \
           python3 tools/profile_grouped_mm.py --case "$pcase" --dist "$pdist" \
           --pass "$ppass" --impl "$impl" --dtype "${PROFILE_DTYPE:-bf16}" \
           --shapes "${PROFILE_SHAPES:-bench/moe_shapes.json}" \

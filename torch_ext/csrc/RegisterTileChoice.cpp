@@ -42,21 +42,25 @@ std::string sm90_raster_order(int64_t mean_m, int64_t mean_n) {
       : "n";
 }
 
-// The large config's epilogue subtile columns (0: CUTLASS's choice) for a
-// call that runs `config`, with builds_store_tiles for 16-bit inputs,
-// output in the input dtype and groups along K (store_tile_cols_for).
-int64_t sm90_store_tile_cols(const std::string& config,
-                             bool builds_store_tiles,
-                             int64_t tokens_per_group) {
-  TORCH_CHECK(tokens_per_group >= 0, "tokens_per_group must be >= 0, got ",
-              tokens_per_group);
+// The 128x256 configs' epilogue subtile columns (0: CUTLASS's choice) for
+// a call that runs `config` (store_tile_cols_for): same_16bit_out for
+// 16-bit inputs with output in the input dtype; grouped "k" (wgrad),
+// "rows" (fwd, dgrad) or "none" (3d x 3d); mean_extent the grouped
+// dimension's extent per group.
+int64_t sm90_store_tile_cols(const std::string& config, bool same_16bit_out,
+                             const std::string& grouped,
+                             int64_t mean_extent) {
+  TORCH_CHECK(mean_extent >= 0, "mean_extent must be >= 0, got ",
+              mean_extent);
+  TORCH_CHECK(grouped == "k" || grouped == "rows" || grouped == "none",
+              "grouped must be k, rows or none; got '", grouped, "'");
   namespace sm90 = at::native::grouped_mm::sm90;
   const std::optional<sm90::TileConfig> named =
       sm90::tile_config_named(config);
   TORCH_CHECK(named, "config must be small, medium, large, large_solo or "
               "wide; got '", config, "'");
-  return sm90::store_tile_cols_for(
-      {*named, builds_store_tiles, tokens_per_group});
+  return sm90::store_tile_cols_for({*named, same_16bit_out, grouped == "k",
+                                    grouped == "rows", mean_extent});
 }
 
 }  // namespace
@@ -68,7 +72,7 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::sm90_tile_config);
   m.def("_sm90_raster_order(int mean_m, int mean_n) -> str",
         &overlap_ops::sm90_raster_order);
-  m.def("_sm90_store_tile_cols(str config, bool builds_store_tiles, "
-        "int tokens_per_group) -> int",
+  m.def("_sm90_store_tile_cols(str config, bool same_16bit_out, "
+        "str grouped, int mean_extent) -> int",
         &overlap_ops::sm90_store_tile_cols);
 }

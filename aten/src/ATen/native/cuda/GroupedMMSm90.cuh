@@ -82,8 +82,8 @@ struct SmallTileConfig {
 };
 
 // Wider store tiles (TileChoice::store_tile_cols): a 128x256 config
-// (large, the default for 16-bit wgrad; large_solo, an experiment for
-// 16-bit fwd and dgrad) storing its output tile through 128 x kCols
+// (large for 16-bit wgrad, large_solo for 16-bit fwd and dgrad; both by
+// default, store_tile_cols_for) storing its output tile through 128 x kCols
 // subtiles instead of CUTLASS's choice (128x32 for 16-bit output). Each
 // subtile costs two barriers of the epilogue warp groups and one TMA
 // store, so wider subtiles issue fewer, larger stores; the smem they take
@@ -485,9 +485,10 @@ const char* run_grouped_gemm(
 // Which units build the wider store tiles, so the others' build time does
 // not grow. The large config's: 16-bit wgrad's units (A column-major, B
 // row-major, output in the input dtype); the default rule picks them for
-// calls grouped along K only. The large_solo config's (an experiment, off
-// by default): the 16-bit units with row-major A and output in the input
-// dtype (fwd and dgrad, either major of the weights). Under a pinned
+// calls grouped along K only. The large_solo config's: the 16-bit units
+// with row-major A and output in the input dtype (fwd and dgrad, either
+// major of the weights); the default rule picks them for row-grouped calls
+// only, which always settle to row-major A. Under a pinned
 // OVERLAP_OPS_SM90_STORE_TILE=64 or 128, calls that reach either config in
 // other units (float32 output or inputs, other majors) raise; a 3d x 3d
 // call with those majors runs them; calls on other configs ignore it.

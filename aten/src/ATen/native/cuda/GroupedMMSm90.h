@@ -58,7 +58,8 @@ struct TileChoice {
   // in GroupedMMSm90.cuh: built for the large config in 16-bit wgrad's
   // units (the default widens calls grouped along K, which run it past
   // 128 rows per group) and for large_solo in the 16-bit units with
-  // row-major A (fwd and dgrad; pinned only, an experiment). Under a
+  // row-major A (fwd and dgrad; the default widens row-grouped calls that
+  // run it to 64 columns). Under a
   // pinned 64 or 128, calls that reach either config in other units
   // raise; calls on other configs ignore it.
   int store_tile_cols = 0;

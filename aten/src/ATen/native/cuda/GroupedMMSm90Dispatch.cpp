@@ -152,11 +152,10 @@ int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
       break;
   }
   const ScalarType in = args.a.scalar_type();
-  const bool builds_store_tiles = in != kFloat &&
-      args.out.scalar_type() == in &&
-      args.geo.grouped == GroupedDim::kReduction;
   return sm90::store_tile_cols_for(
-      {config, builds_store_tiles, mean_group_extent(args.geo)});
+      {config, in != kFloat && args.out.scalar_type() == in,
+       args.geo.grouped == GroupedDim::kReduction,
+       args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)});
 }
 
 // The direct read of N-major TF32 weights: 128-token tiles for small

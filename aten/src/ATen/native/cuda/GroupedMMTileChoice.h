@@ -120,37 +120,57 @@ inline TileConfig tile_config_for(const TileQuery& q,
   return default_tile_config(q);
 }
 
-// The large config's epilogue subtile: the output columns of each TMA
-// store of its 128x256 tile. 0 is CUTLASS's choice (128x32 for 16-bit
-// output). Wider subtiles take fewer barriers and stores per tile, and
-// their smem comes out of the mainloop stages (64 columns keep four, 128
-// keep three). They are built for 16-bit calls grouped along K with output
-// in the input dtype (wgrad), the only calls this rule widens. Measured on
-// the H200 (results/tiles/2026-12-01d-store-tile, bf16 and fp16 wgrad on
-// every row of the suite, against CUTLASS's subtile): 64 and 128 columns
-// both took 0.95 of its time in geometric mean, and neither slowed a row
-// by more than 3%. 128 won most where groups have few tokens, so each
-// output tile takes few K steps and the stores dominate (deepseek_v3_decode
-// 0.83-0.87, grin_moe 0.88-0.90, gpt_oss_120b 0.91-0.97; 256 tokens per
-// group or fewer); 64 won on qwen3_30b_a3b at 512 (0.93-0.99 against
-// 0.97-1.00 for 128, whose mainloop has one stage fewer). This rule then
-// took 0.95 of CUTLASS's time in a second run (bf16 0.85-0.99, fp16
-// 0.85-1.02) and 0.98 on the second suite's bf16 wgrad.
-// tokens_per_group: total K / groups, rounded down.
+// The 128x256 configs' epilogue subtile: the output columns of each TMA
+// store of the tile. 0 is CUTLASS's choice (128x32 for 16-bit output).
+// Wider subtiles take fewer barriers and stores per tile, and their smem
+// comes out of the mainloop stages (64 columns keep four, 128 keep three).
+// They are built for 16-bit calls with output in the input dtype, on the
+// large config for calls grouped along K (wgrad) and on large_solo for
+// row-grouped ones (fwd, dgrad).
+//
+// large, grouped along K: measured on the H200
+// (results/tiles/2026-12-01d-store-tile, bf16 and fp16 wgrad on every row
+// of the suite, against CUTLASS's subtile): 64 and 128 columns both took
+// 0.95 of its time in geometric mean, and neither slowed a row by more
+// than 3%. 128 won most where groups have few tokens, so each output tile
+// takes few K steps and the stores dominate (deepseek_v3_decode 0.83-0.87,
+// grin_moe 0.88-0.90, gpt_oss_120b 0.91-0.97; 256 tokens per group or
+// fewer); 64 won on qwen3_30b_a3b at 512 (0.93-0.99 against 0.97-1.00 for
+// 128, whose mainloop has one stage fewer). This rule then took 0.95 of
+// CUTLASS's time in a second run (bf16 0.85-0.99, fp16 0.85-1.02) and 0.98
+// on the second suite's bf16 wgrad.
+//
+// large_solo, row-grouped: 64 columns. On the 84 bf16/fp16 fwd and dgrad
+// rows of the suite that run large_solo (results/tiles/
+// 2026-12-01e-solo-store-tile) 64 took 0.990 of CUTLASS's time in
+// geometric mean (0.95-1.01 per row), 128 0.993 (0.955-1.03): long K per
+// tile, so the stores matter less than in wgrad.
 constexpr int64_t kStoreTile128MaxTokens = 256;
+constexpr int kSoloStoreTileCols = 64;
 
 struct StoreTileQuery {
   TileConfig config;
-  // 16-bit inputs, output in the input dtype, grouped along K.
-  bool builds_store_tiles;
-  int64_t tokens_per_group;
+  // 16-bit inputs with output in the input dtype.
+  bool same_16bit_out;
+  // Grouped along K (wgrad), or along rows (fwd, dgrad); neither for 3d x 3d.
+  bool k_grouped;
+  bool row_grouped;
+  // The grouped dimension's mean extent per group, rounded down: tokens
+  // per group when grouped along K.
+  int64_t mean_extent;
 };
 
 inline int store_tile_cols_for(const StoreTileQuery& q) {
-  if (q.config != TileConfig::kLarge || !q.builds_store_tiles) {
+  if (!q.same_16bit_out) {
     return 0;
   }
-  return q.tokens_per_group <= kStoreTile128MaxTokens ? 128 : 64;
+  if (q.config == TileConfig::kLarge && q.k_grouped) {
+    return q.mean_extent <= kStoreTile128MaxTokens ? 128 : 64;
+  }
+  if (q.config == TileConfig::kLargeSolo && q.row_grouped) {
+    return kSoloStoreTileCols;
+  }
+  return 0;
 }
 
 // Which way the persistent scheduler walks a group's output tiles.
