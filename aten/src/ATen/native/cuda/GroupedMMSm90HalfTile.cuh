@@ -1,0 +1,179 @@
+#pragma once
+
+// Half-tile MMA skip for the cooperative 128-row tiles (an experiment,
+// pinned by OVERLAP_OPS_SM90_HALF_TILE=skip; see TileChoice).
+//
+// A group's last 128-row tile is padding past the group's end; TMA fills
+// those rows of A with zeros and the store clips them, but the tensor cores
+// still multiply them. In the cooperative kernel each of the two consumer
+// warp groups owns 64 of the tile's rows. When all of a warp group's rows
+// lie past the group's end, it skips its MMAs (walking the mainloop
+// pipeline as it would, so the producer is never held up) and the other
+// warp group has the tensor cores to itself. ncu of gpt_oss_120b_w13
+// skewed bf16 fwd (results/ncu/2026-12-01e): tensor pipe 88% busy, L2 63%,
+// with 26% of the computed rows padding.
+//
+// CUTLASS's mma() is not told which tile it computes. The tile scheduler's
+// get_work_k_tile_count is (each consumer thread calls it just before
+// mma() with the tile and its group's shape), so a scheduler for these
+// kernels records the tile's rows left in a per-thread slot of global
+// memory, and the mainloop reads it back. The kernels pick that scheduler
+// through their problem-shape type (HalfTileProblemShape), as CUTLASS's
+// ptr-array kernels accept no scheduler tag but GroupScheduler.
+
+#include <climits>
+#include <cstdint>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/sm90_tile_scheduler_group.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+
+// The slots (half_tile::slot), at global scope: nvcc's registration stub
+// does not find a static __device__ array declared in a namespace. One
+// copy per translation unit that includes this header.
+static __device__ unsigned long long
+    overlap_ops_half_tile_slots[256 * 384];
+
+namespace at::native::grouped_mm::sm90 {
+
+// GroupProblemShape under its own name: the scheduler selector below maps
+// it to HalfTileGroupScheduler.
+struct HalfTileProblemShape
+    : cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>> {};
+
+namespace half_tile {
+
+// One 64-bit slot per (CTA, thread): a tag (the launch's %gridid and the
+// CTA index) and the tile's rows left. A thread reads back only the slot
+// it wrote; a slot another launch overwrote in between fails the tag check
+// and the warp group runs its MMAs (correct, only slower). Keyed by CTA
+// rather than SM, because a CTA may move to another SM after preemption.
+constexpr int kSlotCtas = 256;
+constexpr int kSlotThreads = 384;
+
+CUTLASS_DEVICE unsigned long long slot_tag() {
+  unsigned long long grid;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+  return ((grid << 16) | (blockIdx.x & 0xffffu)) & 0xffffffffffffull;
+}
+
+CUTLASS_DEVICE unsigned long long* slot() {
+  static_assert(sizeof(overlap_ops_half_tile_slots) ==
+                kSlotCtas * kSlotThreads * sizeof(unsigned long long));
+  return &overlap_ops_half_tile_slots[(blockIdx.x % kSlotCtas) * kSlotThreads +
+                                      threadIdx.x % kSlotThreads];
+}
+
+// rows_left: the group's rows from the tile's first row on (at most 0
+// for a tile wholly past the group's end).
+CUTLASS_DEVICE void record_rows_left(int rows_left) {
+  const int clamped = rows_left < -1 ? -1 : (rows_left > 0xfffe ? 0xfffe : rows_left);
+  *slot() = (slot_tag() << 16) | static_cast<unsigned>(clamped + 1);
+}
+
+// The rows left this thread recorded for its current tile, or INT_MAX if
+// the slot no longer holds them.
+CUTLASS_DEVICE int recorded_rows_left() {
+  const unsigned long long value = *slot();
+  if ((value >> 16) != slot_tag()) {
+    return INT_MAX;
+  }
+  return static_cast<int>(value & 0xffffu) - 1;
+}
+
+}  // namespace half_tile
+
+// CUTLASS's group scheduler, recording each tile's rows left when a thread
+// asks for the tile's K extent.
+template <int Stages>
+class HalfTileGroupScheduler
+    : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Group<
+          HalfTileProblemShape, Stages> {
+  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Group<
+      HalfTileProblemShape, Stages>;
+
+ public:
+  using Base::Base;
+  using typename Base::WorkTileInfo;
+
+  template <class ProblemShapeMNKL, class TileShape>
+  CUTLASS_HOST_DEVICE static int get_work_k_tile_count(
+      WorkTileInfo const& tile, ProblemShapeMNKL problem_shape,
+      TileShape tile_shape) {
+#if defined(__CUDA_ARCH__)
+    half_tile::record_rows_left(
+        static_cast<int>(cute::get<0>(problem_shape)) -
+        tile.M_idx * static_cast<int>(cute::get<0>(tile_shape)));
+#endif
+    return Base::get_work_k_tile_count(tile, problem_shape, tile_shape);
+  }
+};
+
+// The mainloop Base (CUTLASS's pointer-array TMA mainloop of a cooperative
+// 128-row tile) with mma() skipping a warp group whose 64 rows all lie
+// past the group's end. Its accumulators are zeroed instead (the store
+// clips those rows anyway).
+template <typename Base>
+struct HalfTileSkipMainloop : Base {
+  using Base::Base;
+  using typename Base::MainloopPipeline;
+  using typename Base::Params;
+  using typename Base::PipelineState;
+  using typename Base::TensorStorage;
+
+  static constexpr int kWarpGroups =
+      cute::size(typename Base::TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kRowsPerWarpGroup =
+      cute::size<0>(typename Base::TileShape{}) / kWarpGroups;
+  // The warp groups must split the tile along M (AtomLayout (2, 1, 1)).
+  static_assert(kWarpGroups == 2 && kRowsPerWarpGroup == 64 &&
+                cute::size<1>(typename Base::TiledMma::ThrLayoutVMNK{}) == 2);
+
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(MainloopPipeline pipeline,
+                          PipelineState smem_pipe_read, FrgTensorC& accum,
+                          int k_tile_count, int thread_idx,
+                          TensorStorage& shared_tensors,
+                          Params const& mainloop_params) {
+    const int warp_group = __shfl_sync(
+        0xffffffff, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    if (half_tile::recorded_rows_left() > warp_group * kRowsPerWarpGroup) {
+      Base::mma(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx,
+                shared_tensors, mainloop_params);
+      return;
+    }
+    cute::clear(accum);
+    // Base::mma's waits and releases without its MMAs: each stage waited
+    // for, all but the last K_PIPE_MMAS released (mma_tail releases those).
+    constexpr int kPipeMmas = Base::K_PIPE_MMAS;  // a copy: not odr-used
+    const int held = k_tile_count < kPipeMmas ? k_tile_count : kPipeMmas;
+    PipelineState smem_pipe_release = smem_pipe_read;
+    for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
+      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, barrier_token);
+      if (k_tile >= held) {
+        pipeline.consumer_release(smem_pipe_release);
+        ++smem_pipe_release;
+      }
+      ++smem_pipe_read;
+    }
+  }
+};
+
+}  // namespace at::native::grouped_mm::sm90
+
+namespace cutlass::gemm::kernel::detail {
+
+// The ptr-array kernels pick their scheduler here by problem-shape type;
+// this one for HalfTileProblemShape.
+template <class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<GroupScheduler, arch::Sm90, TileShape,
+                             ClusterShape, Stages,
+                             at::native::grouped_mm::sm90::HalfTileProblemShape> {
+  using Scheduler =
+      at::native::grouped_mm::sm90::HalfTileGroupScheduler<Stages>;
+};
+
+}  // namespace cutlass::gemm::kernel::detail
