@@ -1493,13 +1493,18 @@ class TestSm90HalfTileSkip(HopperTestCase):
     groups, a bias, more than 1024 groups, both majors of the weights, and
     a carveout of SMs - 8 so each CTA runs many tiles in a row (a stale or
     wrong record would skip rows that hold data, and the float64 check per
-    group would see it). Whether it is faster is the benchmark's to say."""
+    group would see it), both tile orders, a swizzle, one K tile and many.
+    These tests cannot see whether a warp group skipped (its rows are
+    clipped at the store); the benchmark's A/B and ncu's count of tensor
+    instructions can."""
 
-    def _skip(self, store_tile="auto"):
+    def _skip(self, store_tile="auto", raster="auto", swizzle="auto"):
         return unittest.mock.patch.dict(
             os.environ, {_BACKEND_ENV: "sm90",
                          "OVERLAP_OPS_SM90_TILE": "large_solo",
                          "OVERLAP_OPS_SM90_STORE_TILE": store_tile,
+                         "OVERLAP_OPS_SM90_RASTER": raster,
+                         "OVERLAP_OPS_SM90_SWIZZLE": swizzle,
                          "OVERLAP_OPS_SM90_HALF_TILE": "skip"})
 
     def _fwd_operands(self, device, dtype, sizes, k, n, b_transposed):
@@ -1530,6 +1535,26 @@ class TestSm90HalfTileSkip(HopperTestCase):
                             a, b, make_offsets(sizes, device), bias)
             finally:
                 torch._C._set_sm_carveout_experimental(None)
+
+    # Both tile orders (the grid is (SMs, 1, 1) walking M first and
+    # (1, SMs, 1) walking N first, so the slots are keyed by the linear CTA
+    # index), a swizzle (tiles wholly past a group's end: both warp groups
+    # skip), one K tile (the skip walk releases nothing itself) and many
+    # (the pipeline wraps its stages many times).
+    @parametrize("raster", ["m", "n"])
+    @parametrize("swizzle", ["auto", "4"])
+    @parametrize("k", [48, 1000])
+    def test_tile_orders_and_k_extents(self, device, raster, swizzle, k):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        sizes = [64, 65, 1, 0, 127, 200, 63, 129, 300]
+        a, b = self._fwd_operands(device, torch.bfloat16, sizes, k, 264,
+                                  True)
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            with self._skip(raster=raster, swizzle=swizzle):
+                self._run_and_check(a, b, make_offsets(sizes, device))
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
 
     def test_runs_its_own_kernel(self, device):
         sizes = [200, 0, 400]

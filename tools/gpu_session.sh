@@ -112,7 +112,9 @@ for stage in "$@"; do
       [[ $rc == 0 ]] || exit 1
       ;;
     test)
-      python3 -m pytest -q test -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
+      # A hung kernel (a deadlocked pipeline) must not take the whole call.
+      timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q test \
+        -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every

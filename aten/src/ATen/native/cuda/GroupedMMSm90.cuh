@@ -97,8 +97,6 @@ struct StoreTileConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
 };
 
-// A config's epilogue subtile: its EpilogueTile where it names one, else
-// CUTLASS's choice.
 // A config whose 128-row tiles skip the MMAs of a warp group with no rows
 // in its group (HalfTileSkipMainloop): Base's tiles and schedules.
 template <typename Base>
@@ -113,6 +111,8 @@ struct SkipsPaddedHalves<Config,
                          std::void_t<decltype(Config::kSkipsPaddedHalves)>>
     : std::bool_constant<Config::kSkipsPaddedHalves> {};
 
+// A config's epilogue subtile: its EpilogueTile where it names one, else
+// CUTLASS's choice.
 template <typename Config, typename = void>
 struct EpilogueTileOf {
   using type = cutlass::epilogue::collective::EpilogueTileAuto;
@@ -210,6 +210,9 @@ struct GroupedGemm {
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<KernelProblemShape,
                                                       Mainloop, Epilogue>;
+  static_assert(!kSkipsPaddedHalves ||
+                    Kernel::MaxThreadsPerBlock <= half_tile::kSlotThreads,
+                "the half-tile skip keeps one slot per thread of kSlotThreads");
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;

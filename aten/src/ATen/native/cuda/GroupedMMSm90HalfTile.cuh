@@ -25,16 +25,12 @@
 #include <cstdint>
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/group_array_problem_shape.hpp>
-#include <cutlass/gemm/kernel/sm90_tile_scheduler_group.hpp>
+#include <cutlass/pipeline/pipeline.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
-
-// The slots (half_tile::slot), at global scope: nvcc's registration stub
-// does not find a static __device__ array declared in a namespace. One
-// copy per translation unit that includes this header.
-static __device__ unsigned long long
-    overlap_ops_half_tile_slots[256 * 384];
+#include <cutlass/gemm/kernel/sm90_tile_scheduler_group.hpp>
 
 namespace at::native::grouped_mm::sm90 {
 
@@ -46,41 +42,93 @@ struct HalfTileProblemShape
 namespace half_tile {
 
 // One 64-bit slot per (CTA, thread): a tag (the launch's %gridid and the
-// CTA index) and the tile's rows left. A thread reads back only the slot
-// it wrote; a slot another launch overwrote in between fails the tag check
-// and the warp group runs its MMAs (correct, only slower). Keyed by CTA
-// rather than SM, because a CTA may move to another SM after preemption.
+// linear CTA index) and the tile's rows left. A thread reads back only the
+// slot it wrote; a slot another launch (of a kernel of the same
+// translation unit, on another stream) overwrote in between fails the tag
+// check, and then the whole warp group runs its MMAs (skips_mma's vote):
+// correct, only slower. Keyed by CTA rather than SM, because a CTA may
+// move to another SM after preemption; by the linear CTA index, because
+// the grid is (1, SMs, 1) when the scheduler walks N first. CTAs past
+// kSlotCtas record nothing and never skip.
 constexpr int kSlotCtas = 256;
 constexpr int kSlotThreads = 384;
+constexpr int kSlots = kSlotCtas * kSlotThreads;
+// A variable template, and the functions below templates, so that only
+// the translation units whose kernels use them define it (one 768 KiB
+// copy in device memory each), not every unit that includes this header.
+template <int kCount>
+__device__ unsigned long long slots[kCount];
+
+CUTLASS_DEVICE unsigned cta_index() {
+  return blockIdx.x + blockIdx.y * gridDim.x +
+         blockIdx.z * gridDim.x * gridDim.y;
+}
+
+CUTLASS_DEVICE bool has_slot() {
+  return cta_index() < kSlotCtas && threadIdx.x < kSlotThreads;
+}
 
 CUTLASS_DEVICE unsigned long long slot_tag() {
   unsigned long long grid;
   asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
-  return ((grid << 16) | (blockIdx.x & 0xffffu)) & 0xffffffffffffull;
+  return ((grid << 16) | cta_index()) & 0xffffffffffffull;
 }
 
+template <int kCount = kSlots>
 CUTLASS_DEVICE unsigned long long* slot() {
-  static_assert(sizeof(overlap_ops_half_tile_slots) ==
-                kSlotCtas * kSlotThreads * sizeof(unsigned long long));
-  return &overlap_ops_half_tile_slots[(blockIdx.x % kSlotCtas) * kSlotThreads +
-                                      threadIdx.x % kSlotThreads];
+  return &slots<kCount>[cta_index() * kSlotThreads + threadIdx.x];
 }
 
 // rows_left: the group's rows from the tile's first row on (at most 0
 // for a tile wholly past the group's end).
+template <int kCount = kSlots>
 CUTLASS_DEVICE void record_rows_left(int rows_left) {
-  const int clamped = rows_left < -1 ? -1 : (rows_left > 0xfffe ? 0xfffe : rows_left);
-  *slot() = (slot_tag() << 16) | static_cast<unsigned>(clamped + 1);
+  if (!has_slot()) {
+    return;
+  }
+  const int clamped =
+      rows_left < -1 ? -1 : (rows_left > 0xfffe ? 0xfffe : rows_left);
+  *slot<kCount>() = (slot_tag() << 16) | static_cast<unsigned>(clamped + 1);
 }
 
 // The rows left this thread recorded for its current tile, or INT_MAX if
 // the slot no longer holds them.
+template <int kCount = kSlots>
 CUTLASS_DEVICE int recorded_rows_left() {
-  const unsigned long long value = *slot();
+  if (!has_slot()) {
+    return INT_MAX;
+  }
+  const unsigned long long value = *slot<kCount>();
   if ((value >> 16) != slot_tag()) {
     return INT_MAX;
   }
   return static_cast<int>(value & 0xffffu) - 1;
+}
+
+// Whether warp group `warp_group` (all 128 of its threads call this
+// together) skips its MMAs: only if every thread's record says that none
+// of its rows lies in the group, so the warp group agrees even when
+// another launch overwrote some of its slots (wgmma must be issued by
+// the whole warp group or by none of it). A named barrier per warp group,
+// past the ids CUTLASS reserves.
+template <int kCount = kSlots>
+CUTLASS_DEVICE bool skips_mma(int warp_group, int rows_per_warp_group) {
+  const int skip =
+      recorded_rows_left<kCount>() <= warp_group * rows_per_warp_group;
+  const int barrier_id =
+      static_cast<int>(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier) +
+      warp_group;
+  int all_skip;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p, q;\n"
+      "  setp.ne.b32 p, %1, 0;\n"
+      "  bar.red.and.pred q, %2, %3, p;\n"
+      "  selp.b32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(all_skip)
+      : "r"(skip), "r"(barrier_id), "n"(cutlass::NumThreadsPerWarpGroup));
+  return all_skip != 0;
 }
 
 }  // namespace half_tile
@@ -129,7 +177,9 @@ struct HalfTileSkipMainloop : Base {
       cute::size<0>(typename Base::TileShape{}) / kWarpGroups;
   // The warp groups must split the tile along M (AtomLayout (2, 1, 1)).
   static_assert(kWarpGroups == 2 && kRowsPerWarpGroup == 64 &&
-                cute::size<1>(typename Base::TiledMma::ThrLayoutVMNK{}) == 2);
+                    cute::size<1>(typename Base::TiledMma::ThrLayoutVMNK{}) == 2,
+                "the half-tile skip needs two consumer warp groups splitting "
+                "a 128-row tile along M");
 
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline,
@@ -137,9 +187,8 @@ struct HalfTileSkipMainloop : Base {
                           int k_tile_count, int thread_idx,
                           TensorStorage& shared_tensors,
                           Params const& mainloop_params) {
-    const int warp_group = __shfl_sync(
-        0xffffffff, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-    if (half_tile::recorded_rows_left() > warp_group * kRowsPerWarpGroup) {
+    const int warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
+    if (!half_tile::skips_mma(warp_group, kRowsPerWarpGroup)) {
       Base::mma(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx,
                 shared_tensors, mainloop_params);
       return;
