@@ -80,6 +80,16 @@ def _sm90_gemm_names(names):
     return [name for name in names if _FAMILY_KERNELS["sm90"] in name]
 
 
+def _fwd_operands(device, dtype, sizes, k, n, b_transposed):
+    """A forward call's operands: a (sum(sizes), k) row-major; b (groups,
+    k, n) row-major, or a column-major (K contiguous) view when
+    b_transposed."""
+    a = _randn(sum(sizes), k, device=device, dtype=dtype)
+    b = _randn(len(sizes), k, n, device=device, dtype=dtype,
+               transposed=b_transposed)
+    return a, b
+
+
 # The one argument-filling kernel, with each tensor-core path's writer.
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
@@ -1410,12 +1420,7 @@ class TestSm90StoreTile(HopperTestCase):
                                  self._EPILOGUE_POLICY[width], (cols, sizes))
 
     # large_solo's store tiles: fwd and dgrad, 2d x 3d with row-major A and
-    # the weights in either major.
-    def _fwd_operands(self, device, dtype, sizes, k, n, b_transposed):
-        a = _randn(sum(sizes), k, device=device, dtype=dtype)
-        b = _randn(len(sizes), k, n, device=device, dtype=dtype,
-                   transposed=b_transposed)
-        return a, b
+    # the weights in either major (_fwd_operands).
 
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("cols", ["cutlass", "64", "128"])
@@ -1428,7 +1433,7 @@ class TestSm90StoreTile(HopperTestCase):
         torch._C._set_sm_carveout_experimental(sms - 8)
         try:
             for sizes, k, n, with_bias in cases:
-                a, b = self._fwd_operands(device, dtype, sizes, k, n,
+                a, b = _fwd_operands(device, dtype, sizes, k, n,
                                           b_transposed)
                 bias = (_randn(len(sizes), n, device=device, dtype=dtype)
                         if with_bias else None)
@@ -1442,7 +1447,7 @@ class TestSm90StoreTile(HopperTestCase):
     def test_large_solo_runs_its_own_kernel(self, device, b_transposed):
         # 200 rows per group on average: large_solo by default too.
         sizes = [200, 0, 400]
-        a, b = self._fwd_operands(device, torch.bfloat16, sizes, 256, 512,
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
                                   b_transposed)
         offs = make_offsets(sizes, device)
         for cols, policy in self._EPILOGUE_POLICY.items():
@@ -1507,12 +1512,6 @@ class TestSm90HalfTileSkip(HopperTestCase):
                          "OVERLAP_OPS_SM90_SWIZZLE": swizzle,
                          "OVERLAP_OPS_SM90_HALF_TILE": "skip"})
 
-    def _fwd_operands(self, device, dtype, sizes, k, n, b_transposed):
-        a = _randn(sum(sizes), k, device=device, dtype=dtype)
-        b = _randn(len(sizes), k, n, device=device, dtype=dtype,
-                   transposed=b_transposed)
-        return a, b
-
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("b_transposed", [False, True])
     def test_matches_reference(self, device, dtype, b_transposed):
@@ -1526,7 +1525,7 @@ class TestSm90HalfTileSkip(HopperTestCase):
             torch._C._set_sm_carveout_experimental(carveout)
             try:
                 for sizes, k, n, with_bias in cases:
-                    a, b = self._fwd_operands(device, dtype, sizes, k, n,
+                    a, b = _fwd_operands(device, dtype, sizes, k, n,
                                               b_transposed)
                     bias = (_randn(len(sizes), n, device=device,
                                    dtype=dtype) if with_bias else None)
@@ -1547,7 +1546,7 @@ class TestSm90HalfTileSkip(HopperTestCase):
     def test_tile_orders_and_k_extents(self, device, raster, swizzle, k):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         sizes = [64, 65, 1, 0, 127, 200, 63, 129, 300]
-        a, b = self._fwd_operands(device, torch.bfloat16, sizes, k, 264,
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, k, 264,
                                   True)
         torch._C._set_sm_carveout_experimental(sms - 8)
         try:
@@ -1558,7 +1557,7 @@ class TestSm90HalfTileSkip(HopperTestCase):
 
     def test_runs_its_own_kernel(self, device):
         sizes = [200, 0, 400]
-        a, b = self._fwd_operands(device, torch.bfloat16, sizes, 256, 512,
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
                                   False)
         offs = make_offsets(sizes, device)
         with self._skip():
@@ -1570,7 +1569,7 @@ class TestSm90HalfTileSkip(HopperTestCase):
 
     def test_where_it_is_not_built(self, device):
         sizes = [200, 0, 400]
-        a, b = self._fwd_operands(device, torch.bfloat16, sizes, 256, 512,
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
                                   False)
         offs = make_offsets(sizes, device)
         message = "OVERLAP_OPS_SM90_HALF_TILE=skip is built only for"

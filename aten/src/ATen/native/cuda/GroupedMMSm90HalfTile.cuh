@@ -57,7 +57,7 @@ constexpr int kSlots = kSlotCtas * kSlotThreads;
 // the translation units whose kernels use them define it (one 768 KiB
 // copy in device memory each), not every unit that includes this header.
 template <int kCount>
-__device__ unsigned long long slots[kCount];
+static __device__ unsigned long long slots[kCount];
 
 CUTLASS_DEVICE unsigned cta_index() {
   return blockIdx.x + blockIdx.y * gridDim.x +
@@ -119,6 +119,7 @@ CUTLASS_DEVICE bool skips_mma(int warp_group, int rows_per_warp_group) {
       static_cast<int>(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier) +
       warp_group;
   int all_skip;
+  __syncwarp();  // bar.red is .aligned: each warp arrives converged
   asm volatile(
       "{\n"
       "  .reg .pred p, q;\n"
