@@ -108,6 +108,8 @@ for stage in "$@"; do
         > "$OUT/build.log" 2>&1
       rc=$?
       grep -E "error|^ *\[[0-9]+/" "$OUT/build.log" | cut -c1-300 | tail -40
+      # ptxas C7515 (serialized wgmma): correct but slower on every call.
+      grep -o "C7515.*" "$OUT/build.log" | cut -c1-300 | sed 's/^/WARNING /'
       echo "build rc=$rc in $((SECONDS - start)) s"
       [[ $rc == 0 ]] || exit 1
       ;;
@@ -331,8 +333,16 @@ for stage in "$@"; do
           python3 tools/profile_grouped_mm.py --case "$pcase" --dist "$pdist" \
           --pass "$ppass" --impl "$impl" --dtype "${PROFILE_DTYPE:-bf16}" \
           --shapes "${PROFILE_SHAPES:-bench/moe_shapes.json}" \
-          > "$OUT/ncu/${impl}_${tile}.txt" 2>&1
+          --export "$OUT/ncu/${impl}_${tile}" --force-overwrite \
+          > "$OUT/ncu/${impl}_${tile}.log" 2>&1
         echo "ncu $impl tile=$tile rc=$?"
+        # The report as text (details) and every collected metric (raw,
+        # instanced ones such as the executed instructions per opcode).
+        ncu -i "$OUT/ncu/${impl}_${tile}.ncu-rep" --page details \
+          > "$OUT/ncu/${impl}_${tile}.txt" 2>&1
+        ncu -i "$OUT/ncu/${impl}_${tile}.ncu-rep" --page raw --csv \
+          --print-metric-instances values \
+          > "$OUT/ncu/${impl}_${tile}_raw.csv" 2>&1
         grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Grid Size|Block Size|Registers|Achieved Occupancy|Waves" \
           "$OUT/ncu/${impl}_${tile}.txt" | head -24
       done

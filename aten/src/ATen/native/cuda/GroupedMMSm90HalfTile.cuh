@@ -162,8 +162,16 @@ class HalfTileGroupScheduler
 
 // The mainloop Base (CUTLASS's pointer-array TMA mainloop of a cooperative
 // 128-row tile) with mma() skipping a warp group whose 64 rows all lie
-// past the group's end. Its accumulators are zeroed instead (the store
-// clips those rows anyway).
+// past the group's end. Its accumulators are left as they are: the store
+// clips those rows (TMA writes only the group's rows).
+//
+// Base::mma is called on every path, with no K tiles where the warp group
+// skips: the default kernel already branches on a K extent of zero, so
+// the wgmma pipeline keeps its shape. A branch around Base::mma, or
+// zeroing the accumulators, puts non-wgmma definitions of the accumulator
+// registers into the pipeline, and ptxas then serializes every wgmma of
+// the kernel (C7515): 4-13% slower on every row, balanced ones included
+// (first GPU run, 2026-12-01f).
 template <typename Base>
 struct HalfTileSkipMainloop : Base {
   using Base::Base;
@@ -189,14 +197,21 @@ struct HalfTileSkipMainloop : Base {
                           TensorStorage& shared_tensors,
                           Params const& mainloop_params) {
     const int warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
-    if (!half_tile::skips_mma(warp_group, kRowsPerWarpGroup)) {
-      Base::mma(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx,
-                shared_tensors, mainloop_params);
-      return;
+    const bool skip = half_tile::skips_mma(warp_group, kRowsPerWarpGroup);
+    if (skip) {
+      walk_pipeline(pipeline, smem_pipe_read, k_tile_count);
     }
-    cute::clear(accum);
-    // Base::mma's waits and releases without its MMAs: each stage waited
-    // for, all but the last K_PIPE_MMAS released (mma_tail releases those).
+    Base::mma(pipeline, smem_pipe_read, accum, skip ? 0 : k_tile_count,
+              thread_idx, shared_tensors, mainloop_params);
+  }
+
+ private:
+  // Base::mma's waits and releases without its MMAs: each stage waited
+  // for, all but the last K_PIPE_MMAS released (mma_tail, which the kernel
+  // calls with the tile's K extent, releases those).
+  CUTLASS_DEVICE static void walk_pipeline(MainloopPipeline pipeline,
+                                           PipelineState smem_pipe_read,
+                                           int k_tile_count) {
     constexpr int kPipeMmas = Base::K_PIPE_MMAS;  // a copy: not odr-used
     const int held = k_tile_count < kPipeMmas ? k_tile_count : kPipeMmas;
     PipelineState smem_pipe_release = smem_pipe_read;
