@@ -330,10 +330,10 @@ for stage in "$@"; do
           --section LaunchStats --section Occupancy --section SchedulerStats \
           --section WarpStateStats \
           "${extra_sections[@]}" \
+          --export "$OUT/ncu/${impl}_${tile}" --force-overwrite \
           python3 tools/profile_grouped_mm.py --case "$pcase" --dist "$pdist" \
           --pass "$ppass" --impl "$impl" --dtype "${PROFILE_DTYPE:-bf16}" \
           --shapes "${PROFILE_SHAPES:-bench/moe_shapes.json}" \
-          --export "$OUT/ncu/${impl}_${tile}" --force-overwrite \
           > "$OUT/ncu/${impl}_${tile}.log" 2>&1
         echo "ncu $impl tile=$tile rc=$?"
         # The report as text (details) and every collected metric (raw,
