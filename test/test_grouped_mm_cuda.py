@@ -1310,8 +1310,7 @@ class TestSm90TileOrder(HopperTestCase):
 
     @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
                           "OVERLAP_OPS_SM90_SWIZZLE",
-                          "OVERLAP_OPS_SM90_STORE_TILE",
-                          "OVERLAP_OPS_SM90_HALF_TILE"])
+                          "OVERLAP_OPS_SM90_STORE_TILE"])
     def test_bad_value_raises(self, device, name):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
@@ -1434,7 +1433,7 @@ class TestSm90StoreTile(HopperTestCase):
         try:
             for sizes, k, n, with_bias in cases:
                 a, b = _fwd_operands(device, dtype, sizes, k, n,
-                                          b_transposed)
+                                     b_transposed)
                 bias = (_randn(len(sizes), n, device=device, dtype=dtype)
                         if with_bias else None)
                 with self._store_tile(cols, "large_solo"):
@@ -1448,7 +1447,7 @@ class TestSm90StoreTile(HopperTestCase):
         # 200 rows per group on average: large_solo by default too.
         sizes = [200, 0, 400]
         a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
-                                  b_transposed)
+                             b_transposed)
         offs = make_offsets(sizes, device)
         for cols, policy in self._EPILOGUE_POLICY.items():
             self.assertRegex(
@@ -1488,108 +1487,6 @@ class TestSm90StoreTile(HopperTestCase):
                 _grouped_mm(a, b, offs, out_dtype=torch.float32)
 
 
-class TestSm90HalfTileSkip(HopperTestCase):
-    """The half-tile MMA skip experiment (OVERLAP_OPS_SM90_HALF_TILE=skip,
-    GroupedMMSm90HalfTile.cuh): in large_solo's 128-row tiles, a consumer
-    warp group whose 64 rows all lie past its group's end skips its MMAs.
-    The scheduler records each tile's rows left per thread and the
-    mainloop reads them back, so these tests cover every residue of a
-    group's last tile (1, 63, 64, 65, 127, 128 rows), empty and one-row
-    groups, a bias, more than 1024 groups, both majors of the weights, and
-    a carveout of SMs - 8 so each CTA runs many tiles in a row (a stale or
-    wrong record would skip rows that hold data, and the float64 check per
-    group would see it), both tile orders, a swizzle, one K tile and many.
-    These tests cannot see whether a warp group skipped (its rows are
-    clipped at the store); the benchmark's A/B and ncu's count of tensor
-    instructions can."""
-
-    def _skip(self, store_tile="auto", raster="auto", swizzle="auto"):
-        return unittest.mock.patch.dict(
-            os.environ, {_BACKEND_ENV: "sm90",
-                         "OVERLAP_OPS_SM90_TILE": "large_solo",
-                         "OVERLAP_OPS_SM90_STORE_TILE": store_tile,
-                         "OVERLAP_OPS_SM90_RASTER": raster,
-                         "OVERLAP_OPS_SM90_SWIZZLE": swizzle,
-                         "OVERLAP_OPS_SM90_HALF_TILE": "skip"})
-
-    @dtypes(torch.bfloat16, torch.float16)
-    @parametrize("b_transposed", [False, True])
-    def test_matches_reference(self, device, dtype, b_transposed):
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        cases = [([64, 65, 128, 129, 192, 1, 0, 300, 63, 191, 256, 255],
-                  264, 520, True),
-                 ([(i * 5) % 7 for i in range(1100)], 72, 136, False),
-                 ([1055, 389, 7, 855, 0, 48, 216, 27, 102, 1], 136, 264,
-                  False)]
-        for carveout in (None, sms - 8):
-            torch._C._set_sm_carveout_experimental(carveout)
-            try:
-                for sizes, k, n, with_bias in cases:
-                    a, b = _fwd_operands(device, dtype, sizes, k, n,
-                                              b_transposed)
-                    bias = (_randn(len(sizes), n, device=device,
-                                   dtype=dtype) if with_bias else None)
-                    with self._skip():
-                        self._run_and_check(
-                            a, b, make_offsets(sizes, device), bias)
-            finally:
-                torch._C._set_sm_carveout_experimental(None)
-
-    # Both tile orders (the grid is (SMs, 1, 1) walking M first and
-    # (1, SMs, 1) walking N first, so the slots are keyed by the linear CTA
-    # index), a swizzle (tiles wholly past a group's end: both warp groups
-    # skip), one K tile (the skip walk releases nothing itself) and many
-    # (the pipeline wraps its stages many times).
-    @parametrize("raster", ["m", "n"])
-    @parametrize("swizzle", ["auto", "4"])
-    @parametrize("k", [48, 1000])
-    def test_tile_orders_and_k_extents(self, device, raster, swizzle, k):
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        sizes = [64, 65, 1, 0, 127, 200, 63, 129, 300]
-        a, b = _fwd_operands(device, torch.bfloat16, sizes, k, 264,
-                                  True)
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
-            with self._skip(raster=raster, swizzle=swizzle):
-                self._run_and_check(a, b, make_offsets(sizes, device))
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
-
-    def test_runs_its_own_kernel(self, device):
-        sizes = [200, 0, 400]
-        a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
-                                  False)
-        offs = make_offsets(sizes, device)
-        with self._skip():
-            names = {name for name, _ in launched_kernels(
-                lambda: _grouped_mm(a, b, offs))}
-        kernels = _sm90_gemm_names(names)
-        self.assertEqual(len(kernels), 1, kernels)
-        self.assertIn("HalfTileSkipMainloop", next(iter(kernels)))
-
-    def test_where_it_is_not_built(self, device):
-        sizes = [200, 0, 400]
-        a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
-                                  False)
-        offs = make_offsets(sizes, device)
-        message = "OVERLAP_OPS_SM90_HALF_TILE=skip is built only for"
-        # float32 output, and store tiles other than 64 columns, raise.
-        with self._skip():
-            with self.assertRaisesRegex(RuntimeError, message):
-                _grouped_mm(a, b, offs, out_dtype=torch.float32)
-        with self._skip(store_tile="128"):
-            with self.assertRaisesRegex(RuntimeError, message):
-                _grouped_mm(a, b, offs)
-        # Calls on other configs ignore it: wgrad on large.
-        a2 = _randn(256, sum(sizes), device=device, dtype=torch.bfloat16,
-                    transposed=True)
-        b2 = _randn(sum(sizes), 512, device=device, dtype=torch.bfloat16)
-        with unittest.mock.patch.dict(
-                os.environ, {_BACKEND_ENV: "sm90",
-                             "OVERLAP_OPS_SM90_HALF_TILE": "skip"}):
-            self._run_and_check(a2, b2, offs)
-
-
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
@@ -1604,8 +1501,6 @@ instantiate_device_type_tests(TestTf32MnBDirect, globals(),
 instantiate_device_type_tests(TestSm90TileOrder, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90StoreTile, globals(),
-                              only_for=("cuda",))
-instantiate_device_type_tests(TestSm90HalfTileSkip, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

@@ -15,8 +15,7 @@
 # template arguments, so the default compiles few of them to keep CI short:
 # for SM90 bf16 with column-major A and row-major B (wgrad's layout, with
 # the large config's store-tile kernels) and bf16 with both row-major (fwd,
-# with large_solo's store-tile kernels and the half-tile skip experiment),
-# for SM80 bf16. Each source
+# with large_solo's store-tile kernels, its default), for SM80 bf16. Each source
 # gets the targets torch_ext/setup.py gives it (OVERLAP_OPS_ARCHS, default
 # "90a;80").
 set -euo pipefail
@@ -70,7 +69,8 @@ fi
 # ptxas C7515: a kernel's wgmma instructions are serialized (non-wgmma
 # code defines accumulator registers inside the MMA pipeline). It compiles
 # and runs correctly, only several percent slower on every call, so only
-# a check like this one sees it (the half-tile skip's first version).
+# a check like this one sees it (the removed half-tile skip experiment's
+# first version: 1.07x on every row, results/NOTES.md, sixteenth session).
 if grep -q "C7515" "$tmp/build.log"; then
   grep -o "C7515.*" "$tmp/build.log" | cut -c1-400 >&2
   echo "check_cuda_compile: FAILED: ptxas serialized wgmma (C7515) above" >&2

@@ -29,8 +29,6 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
-#include <ATen/native/cuda/GroupedMMSm90HalfTile.cuh>
-
 namespace at::native::grouped_mm::sm90 {
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
@@ -96,20 +94,6 @@ template <typename Base, int kCols>
 struct StoreTileConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
 };
-
-// A config whose 128-row tiles skip the MMAs of a warp group with no rows
-// in its group (HalfTileSkipMainloop): Base's tiles and schedules.
-template <typename Base>
-struct HalfTileSkip : Base {
-  static constexpr bool kSkipsPaddedHalves = true;
-};
-
-template <typename Config, typename = void>
-struct SkipsPaddedHalves : std::false_type {};
-template <typename Config>
-struct SkipsPaddedHalves<Config,
-                         std::void_t<decltype(Config::kSkipsPaddedHalves)>>
-    : std::bool_constant<Config::kSkipsPaddedHalves> {};
 
 // A config's epilogue subtile: its EpilogueTile where it names one, else
 // CUTLASS's choice.
@@ -191,28 +175,16 @@ struct GroupedGemm {
   using Epilogue = typename BiasEpilogue<Config, ElementOut, LayoutD,
                                          BiasRow>::Collective;
 
-  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn,
       LayoutA*, kAlignIn, ElementIn, LayoutB*, kAlignIn, ElementAcc,
       typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
-  // The half-tile skip: its mainloop, and the problem-shape type that
-  // selects its scheduler (GroupedMMSm90HalfTile.cuh).
-  static constexpr bool kSkipsPaddedHalves = SkipsPaddedHalves<Config>::value;
-  using Mainloop = std::conditional_t<kSkipsPaddedHalves,
-                                      HalfTileSkipMainloop<BuiltMainloop>,
-                                      BuiltMainloop>;
-  using KernelProblemShape =
-      std::conditional_t<kSkipsPaddedHalves, HalfTileProblemShape,
-                         ProblemShape>;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<KernelProblemShape,
-                                                      Mainloop, Epilogue>;
-  static_assert(!kSkipsPaddedHalves ||
-                    Kernel::MaxThreadsPerBlock <= half_tile::kSlotThreads,
-                "the half-tile skip keeps one slot per thread of kSlotThreads");
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
@@ -554,26 +526,6 @@ const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
   }
 }
 
-// The half-tile skip experiment (OVERLAP_OPS_SM90_HALF_TILE=skip):
-// built beside large_solo's 64-column store tiles, the default there.
-template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
-          template <typename> class KTile, bool kBuilt>
-const char* run_half_tile_skip(const LaunchArgs& args, const LeadingDims& ld,
-                               TileChoice choice) {
-  if constexpr (kBuilt) {
-    if (choice.store_tile_cols == 64) {
-      return run_grouped_gemm<GroupedGemm<
-          In, Out, kARowMajor, kBRowMajor,
-          KTile<HalfTileSkip<StoreTileConfig<LargeSoloTileConfig, 64>>>>>(
-          args, ld, choice);
-    }
-  }
-  return "OVERLAP_OPS_SM90_HALF_TILE=skip is built only for bf16 -> bf16 "
-         "and fp16 -> fp16 calls with row-major A on the large_solo config "
-         "with 64-column store tiles (fwd and dgrad); this call reaches it "
-         "otherwise";
-}
-
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           template <typename> class KTile>
 const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
@@ -590,11 +542,6 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
     case TileConfig::kMedium:
       return run_grouped_gemm<Medium>(args, ld, choice);
     case TileConfig::kLargeSolo:
-      if (choice.skip_padded_halves) {
-        return run_half_tile_skip<
-            In, Out, kARowMajor, kBRowMajor, KTile,
-            kBuildsSoloStoreTiles<In, Out, kARowMajor>>(args, ld, choice);
-      }
       if (choice.store_tile_cols != 0) {
         return run_store_tile<
             In, Out, kARowMajor, kBRowMajor, KTile, LargeSoloTileConfig,

@@ -63,13 +63,6 @@ struct TileChoice {
   // pinned 64 or 128, calls that reach either config in other units
   // raise; calls on other configs ignore it.
   int store_tile_cols = 0;
-  // An experiment, off by default (OVERLAP_OPS_SM90_HALF_TILE=skip): in
-  // large_solo's 128-row tiles, a consumer warp group whose 64 rows all
-  // lie past the group's end skips its MMAs (GroupedMMSm90HalfTile.cuh).
-  // Built for large_solo with 64-column store tiles in the 16-bit units
-  // with row-major A (fwd and dgrad); under the switch, calls that reach
-  // large_solo otherwise raise, calls on other configs ignore it.
-  bool skip_padded_halves = false;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -281,10 +281,6 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
-  // OVERLAP_OPS_SM90_HALF_TILE=skip: the half-tile MMA skip experiment
-  // (sm90::TileChoice::skip_padded_halves); unset or auto: off.
-  choice.skip_padded_halves =
-      env_choice("OVERLAP_OPS_SM90_HALF_TILE", {"skip"}) == 1;
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
