@@ -1310,7 +1310,8 @@ class TestSm90TileOrder(HopperTestCase):
 
     @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
                           "OVERLAP_OPS_SM90_SWIZZLE",
-                          "OVERLAP_OPS_SM90_STORE_TILE"])
+                          "OVERLAP_OPS_SM90_STORE_TILE",
+                          "OVERLAP_OPS_SM90_HOST_PATH"])
     def test_bad_value_raises(self, device, name):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
@@ -1487,6 +1488,71 @@ class TestSm90StoreTile(HopperTestCase):
                 _grouped_mm(a, b, offs, out_dtype=torch.float32)
 
 
+class TestSm90DirectClusterLaunch(HopperTestCase):
+    """OVERLAP_OPS_SM90_HOST_PATH=direct (an experiment, off by default):
+    the Hopper kernels with a cluster (large: 2x1 CTAs, small: 1x2)
+    launched through cudaLaunchKernelEx without CUTLASS's per-launch
+    cudaFuncSetAttribute (launch_portable_cluster in GroupedMMSm90.cuh).
+    The same results as the float64 reference per group, and the same
+    kernels and grids as CUTLASS's launch, with and without a carveout;
+    large_solo, which has no cluster, launches as before."""
+
+    def _env(self, tile, host_path):
+        # The backend pinned too: testsm80 and the sanitizer's sm80 and
+        # generic configs run this file with another one set.
+        return unittest.mock.patch.dict(os.environ, {
+            _BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": tile,
+            "OVERLAP_OPS_SM90_HOST_PATH": host_path})
+
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("layout", ["2d_3d", "2d_2d"])
+    @parametrize("tile", ["large", "small", "large_solo"])
+    def test_matches_reference(self, device, dtype, layout, tile):
+        sizes = [300, 0, 1, 777, 130]
+        if layout == "2d_3d":
+            a = _randn(sum(sizes) + 5, 96, device=device, dtype=dtype)
+            b = _randn(len(sizes), 96, 520, device=device, dtype=dtype)
+            bias = _randn(len(sizes), 520, device=device, dtype=dtype)
+        else:
+            # wgrad's layouts: a = grad_out^T (column-major), b = x.
+            a = _randn(520, sum(sizes), device=device, dtype=dtype,
+                       transposed=True)
+            b = _randn(sum(sizes), 264, device=device, dtype=dtype)
+            bias = _randn(len(sizes), 264, device=device, dtype=dtype)
+        offs = make_offsets(sizes, device)
+        with self._env(tile, "direct"), _allow_tf32(True):
+            self._run_and_check(a, b, offs, bias)
+
+    def test_many_groups(self, device):
+        # More groups than one block of the fill handles, skewed and with
+        # empty ones, on both cluster configs.
+        sizes = [(g * 37) % 23 if g % 5 else 0 for g in range(1100)]
+        sizes[7] = 400
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes), 64, device=device, dtype=torch.bfloat16)
+        b = _randn(len(sizes), 64, 136, device=device, dtype=torch.bfloat16)
+        for tile in ("large", "small"):
+            with self._env(tile, "direct"):
+                self._run_and_check(a, b, offs)
+
+    @parametrize("carveout", [0, 8])
+    @parametrize("tile", ["large", "small"])
+    def test_same_kernels_and_grids_as_cutlass_launch(self, device, tile,
+                                                       carveout):
+        sizes = [300, 0, 1, 777, 130]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes), 96, device=device, dtype=torch.bfloat16)
+        b = _randn(len(sizes), 96, 520, device=device, dtype=torch.bfloat16)
+        grids = {}
+        for host_path in ("lean", "direct"):
+            with self._env(tile, host_path):
+                grids[host_path] = _launched_grids(
+                    lambda: _grouped_mm(a, b, offs), carveout=carveout)
+        self.assertTrue(_sm90_gemm_names([name for name, _ in
+                                          grids["direct"]]), grids)
+        self.assertEqual(grids["direct"], grids["lean"])
+
+
 # CUDA only: the CPU kernel has its own tests in test_grouped_mm.py.
 instantiate_device_type_tests(TestGroupedMM, globals(), only_for=("cuda",))
 instantiate_device_type_tests(TestGroupedMMDeviceOffsets, globals(),
@@ -1501,6 +1567,8 @@ instantiate_device_type_tests(TestTf32MnBDirect, globals(),
 instantiate_device_type_tests(TestSm90TileOrder, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90StoreTile, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90DirectClusterLaunch, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

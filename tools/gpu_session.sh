@@ -130,14 +130,17 @@ for stage in "$@"; do
       ;;
     testswitches)
       # The SM90 A/B switches' other settings (the defaults run in test):
-      # the bias added by the finishing kernel, and CUTLASS initialised on
-      # every call before the fill.
+      # the bias added by the finishing kernel, CUTLASS initialised on
+      # every call before the fill, and the cluster kernels launched
+      # without CUTLASS's per-launch attribute call (direct).
       OVERLAP_OPS_SM90_BIAS=kernel python3 -m pytest -q \
         test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
         -k "CUDA and bias" 2>&1 | tee "$OUT/test_bias_kernel.log" | tail -3
-      OVERLAP_OPS_SM90_HOST_PATH=classic python3 -m pytest -q \
-        test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
-        | tee "$OUT/test_host_classic.log" | tail -3
+      for host_path in classic direct; do
+        OVERLAP_OPS_SM90_HOST_PATH=$host_path python3 -m pytest -q \
+          test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
+          | tee "$OUT/test_host_$host_path.log" | tail -3
+      done
       ;;
     testtf32)
       # The float32 CUDA tests with TF32 allowed and default dispatch, so
@@ -233,12 +236,13 @@ for stage in "$@"; do
     host)
       # Host time per call on the CUDA path, ours vs stock (no sync inside a
       # round): tells whether the smallest rows are host-bound.
-      # Each shape with our lean host path (the default) and the classic
-      # one (CUTLASS initialised on every call, before the fill).
-      for host_path in lean classic; do
+      # Each shape with our lean host path (the default), the classic one
+      # (CUTLASS initialised on every call, before the fill) and direct
+      # (lean, cluster kernels launched without the per-launch attribute).
+      for host_path in lean classic direct; do
         toy=$OUT/host; granite=$OUT/host/granitemoe
-        if [[ $host_path == classic ]]; then
-          toy=$OUT/host/classic; granite=$OUT/host/classic_granitemoe
+        if [[ $host_path != lean ]]; then
+          toy=$OUT/host/$host_path; granite=$OUT/host/${host_path}_granitemoe
         fi
         echo "-- OVERLAP_OPS_SM90_HOST_PATH=$host_path"
         OVERLAP_OPS_SM90_HOST_PATH=$host_path python3 \
@@ -296,15 +300,19 @@ for stage in "$@"; do
       # CUDA API calls per call and the host time from a call's start to
       # its first kernel launch, ours and stock, on HOST_ROWS ("case dist
       # pass" separated by ";"): where host-bound rows spend it.
-      # Ours twice: CUTLASS initialised after the fill and once per kernel
-      # (lean, the default), and on every call before the fill (classic).
+      # Ours three times: CUTLASS initialised after the fill and once per
+      # kernel (lean, the default), on every call before the fill
+      # (classic), and lean with the cluster kernels launched without
+      # CUTLASS's per-launch attribute call (direct).
       mkdir -p "$OUT/hostpath"
       rows="${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}"
       echo "## OVERLAP_OPS_SM90_HOST_PATH=lean" | tee -a "$OUT/hostpath/hostpath.md"
       profile_rows "$rows" "$OUT/hostpath/hostpath.md" --calls 50 --host-path
-      echo "## OVERLAP_OPS_SM90_HOST_PATH=classic" | tee -a "$OUT/hostpath/hostpath.md"
-      OVERLAP_OPS_SM90_HOST_PATH=classic ROW_IMPLS=ours profile_rows "$rows" \
-        "$OUT/hostpath/hostpath.md" --calls 50 --host-path
+      for host_path in classic direct; do
+        echo "## OVERLAP_OPS_SM90_HOST_PATH=$host_path" | tee -a "$OUT/hostpath/hostpath.md"
+        OVERLAP_OPS_SM90_HOST_PATH=$host_path ROW_IMPLS=ours profile_rows \
+          "$rows" "$OUT/hostpath/hostpath.md" --calls 50 --host-path
+      done
       ;;
     profile)
       # ncu on one row (PROFILE_ROW: case dist pass; PROFILE_DTYPE bf16,

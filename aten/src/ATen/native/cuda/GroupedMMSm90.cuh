@@ -20,7 +20,9 @@
 #include <type_traits>
 
 #include <cute/tensor.hpp>
+#include <cutlass/cluster_launch.hpp>
 #include <cutlass/cutlass.h>
+#include <cutlass/device_kernel.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
@@ -409,9 +411,61 @@ const char* set_checked_parameters(
   return nullptr;
 }
 
+// Launches a kernel with a cluster as CUTLASS's run() does, but without
+// ClusterLauncher::init: run() sets the kernel's non-portable cluster size
+// attribute on every launch (a cudaFuncSetAttribute, ~3.5 us of host time
+// per call: results/hostpath/2026-11-30h). A cluster of at most 8 CTAs is
+// portable and needs no attribute. Same grid, block, shared memory and
+// cluster shape as run().
+template <typename G>
+cutlass::Status launch_portable_cluster(typename G::Gemm::Params& params,
+                                        cudaStream_t stream) {
+  using Kernel = typename G::Kernel;
+  using Cluster = typename Kernel::DispatchPolicy::ClusterShape;
+  static_assert(decltype(cute::size(Cluster{}))::value <= 8,
+                "a cluster of more than 8 CTAs needs the non-portable "
+                "cluster size attribute: launch it through CUTLASS's run()");
+  const dim3 grid = G::Gemm::get_grid_shape(params);
+  const dim3 cluster(cute::size<0>(Cluster{}), cute::size<1>(Cluster{}),
+                     cute::size<2>(Cluster{}));
+  if (cutlass::ClusterLauncher::check_cluster_dims(grid, cluster) !=
+      cutlass::Status::kSuccess) {
+    return cutlass::Status::kInvalid;
+  }
+  auto config = cutlass::ClusterLauncher::make_cluster_launch_config(
+      grid, cluster, Kernel::get_block_shape(), Kernel::SharedStorageSize,
+      stream);
+  // attrs points into the returned struct: make it point into this copy.
+  config.launch_config.attrs = config.launch_attribute;
+  void* kernel_params[] = {&params};  // the launch copies them
+  const cudaError_t error = cudaLaunchKernelExC(
+      &config.launch_config,
+      reinterpret_cast<const void*>(cutlass::device_kernel<Kernel>),
+      kernel_params);
+  return error == cudaSuccess ? cutlass::Status::kSuccess
+                              : cutlass::Status::kErrorInternal;
+}
+
+// Launches G's kernel with built parameters: through CUTLASS's run(), or,
+// for a kernel with a cluster under HostPath::kDirect (direct), without
+// its per-launch attribute call.
+template <typename G>
+cutlass::Status launch_gemm(const typename G::Gemm::Params& params,
+                            cudaStream_t stream, bool direct) {
+  using Cluster = typename G::Kernel::DispatchPolicy::ClusterShape;
+  // run() and the launch take the parameters by pointer and only read them.
+  auto& launched = const_cast<typename G::Gemm::Params&>(params);
+  if constexpr (decltype(cute::size(Cluster{}))::value > 1) {
+    if (direct) {
+      return launch_portable_cluster<G>(launched, stream);
+    }
+  }
+  return G::Gemm::run(launched, stream);
+}
+
 template <typename G>
 const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
-                           int log_swizzle) {
+                           int log_swizzle, bool direct) {
   cutlass::Status status;
   if (log_swizzle > 0) {
     // The group scheduler reads the swizzle on the device only (each
@@ -422,9 +476,9 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
     // computed without the swizzle, and drop some.
     typename G::Gemm::Params params = checked.gemm.params();
     params.scheduler.log_swizzle_size_ = log_swizzle;
-    status = G::Gemm::run(params, stream);
+    status = launch_gemm<G>(params, stream, direct);
   } else {
-    status = checked.gemm.run(stream);
+    status = launch_gemm<G>(checked.gemm.params(), stream, direct);
   }
   if (status != cutlass::Status::kSuccess) {
     return "CUTLASS kernel launch failed";
@@ -479,7 +533,8 @@ const char* run_grouped_gemm(
       return error;
     }
   }
-  return launch_checked(gemm, stream, choice.log_swizzle);
+  return launch_checked(gemm, stream, choice.log_swizzle,
+                        choice.host_path == HostPath::kDirect);
 }
 
 // Which units build the wider store tiles, so the others' build time does

@@ -24,7 +24,11 @@ struct LeadingDims {
 // kClassic: initialise every kernel on every call, before the fill (the
 // previous behaviour, but for the single allocation;
 // OVERLAP_OPS_SM90_HOST_PATH=classic, for A/B runs).
-enum class HostPath { kLean, kClassic };
+// kDirect: kLean, and kernels with a cluster (the large and small
+// configs) launched without CUTLASS's per-launch cudaFuncSetAttribute
+// (launch_gemm in GroupedMMSm90.cuh; OVERLAP_OPS_SM90_HOST_PATH=direct,
+// an experiment until measured on a GPU).
+enum class HostPath { kLean, kClassic, kDirect };
 
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;

@@ -269,8 +269,16 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   }
   // The environment switches first: a bad value raises before any launch.
   sm90::TileChoice choice = pick_tile_choice(args.geo, in);
-  if (env_choice("OVERLAP_OPS_SM90_HOST_PATH", {"lean", "classic"}) == 2) {
-    choice.host_path = sm90::HostPath::kClassic;
+  switch (env_choice("OVERLAP_OPS_SM90_HOST_PATH",
+                     {"lean", "classic", "direct"})) {
+    case 2:
+      choice.host_path = sm90::HostPath::kClassic;
+      break;
+    case 3:
+      choice.host_path = sm90::HostPath::kDirect;
+      break;
+    default:
+      break;
   }
   if (env_choice("OVERLAP_OPS_SM90_BIAS", {"epilogue", "kernel"}) == 2) {
     choice.bias_in_epilogue = false;
