@@ -1489,10 +1489,11 @@ class TestSm90StoreTile(HopperTestCase):
 
 
 class TestSm90DirectClusterLaunch(HopperTestCase):
-    """OVERLAP_OPS_SM90_HOST_PATH=direct (an experiment, off by default):
-    the Hopper kernels with a cluster (large: 2x1 CTAs, small: 1x2)
-    launched through cudaLaunchKernelEx without CUTLASS's per-launch
-    cudaFuncSetAttribute (launch_portable_cluster in GroupedMMSm90.cuh).
+    """OVERLAP_OPS_SM90_HOST_PATH=direct (the default): the Hopper kernels
+    with a cluster (large: 2x1 CTAs, small: 1x2) launched through
+    cudaLaunchKernelEx without CUTLASS's per-launch cudaFuncSetAttribute
+    (launch_portable_cluster in GroupedMMSm90.cuh), pinned here so the
+    tests keep covering it if the default changes.
     The same results as the float64 reference per group, and the same
     kernels and grids as CUTLASS's launch, with and without a carveout;
     large_solo, which has no cluster, launches as before."""

@@ -131,12 +131,13 @@ for stage in "$@"; do
     testswitches)
       # The SM90 A/B switches' other settings (the defaults run in test):
       # the bias added by the finishing kernel, CUTLASS initialised on
-      # every call before the fill, and the cluster kernels launched
-      # without CUTLASS's per-launch attribute call (direct).
+      # every call before the fill (classic), and every kernel launched by
+      # CUTLASS's run() (lean; the default, direct, launches the cluster
+      # kernels without its per-launch attribute call).
       OVERLAP_OPS_SM90_BIAS=kernel python3 -m pytest -q \
         test/test_grouped_mm_cuda.py test/test_grouped_mm_autograd.py \
         -k "CUDA and bias" 2>&1 | tee "$OUT/test_bias_kernel.log" | tail -3
-      for host_path in classic direct; do
+      for host_path in classic lean; do
         OVERLAP_OPS_SM90_HOST_PATH=$host_path python3 -m pytest -q \
           test/test_grouped_mm_cuda.py -k CUDA 2>&1 \
           | tee "$OUT/test_host_$host_path.log" | tail -3
@@ -236,12 +237,13 @@ for stage in "$@"; do
     host)
       # Host time per call on the CUDA path, ours vs stock (no sync inside a
       # round): tells whether the smallest rows are host-bound.
-      # Each shape with our lean host path (the default), the classic one
-      # (CUTLASS initialised on every call, before the fill) and direct
-      # (lean, cluster kernels launched without the per-launch attribute).
-      for host_path in lean classic direct; do
+      # Each shape with our direct host path (the default: cluster kernels
+      # launched without CUTLASS's per-launch attribute call), lean (every
+      # kernel launched by CUTLASS) and classic (CUTLASS initialised on
+      # every call, before the fill).
+      for host_path in direct lean classic; do
         toy=$OUT/host; granite=$OUT/host/granitemoe
-        if [[ $host_path != lean ]]; then
+        if [[ $host_path != direct ]]; then
           toy=$OUT/host/$host_path; granite=$OUT/host/${host_path}_granitemoe
         fi
         echo "-- OVERLAP_OPS_SM90_HOST_PATH=$host_path"
@@ -300,15 +302,15 @@ for stage in "$@"; do
       # CUDA API calls per call and the host time from a call's start to
       # its first kernel launch, ours and stock, on HOST_ROWS ("case dist
       # pass" separated by ";"): where host-bound rows spend it.
-      # Ours three times: CUTLASS initialised after the fill and once per
-      # kernel (lean, the default), on every call before the fill
-      # (classic), and lean with the cluster kernels launched without
-      # CUTLASS's per-launch attribute call (direct).
+      # Ours three times: CUTLASS initialised after the fill and the
+      # cluster kernels launched without its per-launch attribute call
+      # (direct, the default), every kernel launched by CUTLASS (lean), and
+      # CUTLASS initialised on every call before the fill (classic).
       mkdir -p "$OUT/hostpath"
       rows="${HOST_ROWS:-granitemoe_1b_decode balanced wgrad;grin_moe balanced fwd}"
-      echo "## OVERLAP_OPS_SM90_HOST_PATH=lean" | tee -a "$OUT/hostpath/hostpath.md"
+      echo "## OVERLAP_OPS_SM90_HOST_PATH=direct" | tee -a "$OUT/hostpath/hostpath.md"
       profile_rows "$rows" "$OUT/hostpath/hostpath.md" --calls 50 --host-path
-      for host_path in classic direct; do
+      for host_path in lean classic; do
         echo "## OVERLAP_OPS_SM90_HOST_PATH=$host_path" | tee -a "$OUT/hostpath/hostpath.md"
         OVERLAP_OPS_SM90_HOST_PATH=$host_path ROW_IMPLS=ours profile_rows \
           "$rows" "$OUT/hostpath/hostpath.md" --calls 50 --host-path

@@ -270,12 +270,12 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   // The environment switches first: a bad value raises before any launch.
   sm90::TileChoice choice = pick_tile_choice(args.geo, in);
   switch (env_choice("OVERLAP_OPS_SM90_HOST_PATH",
-                     {"lean", "classic", "direct"})) {
+                     {"direct", "lean", "classic"})) {
     case 2:
-      choice.host_path = sm90::HostPath::kClassic;
+      choice.host_path = sm90::HostPath::kLean;
       break;
     case 3:
-      choice.host_path = sm90::HostPath::kDirect;
+      choice.host_path = sm90::HostPath::kClassic;
       break;
     default:
       break;
