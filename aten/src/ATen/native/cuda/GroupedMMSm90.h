@@ -28,7 +28,7 @@ struct LeadingDims {
 // (OVERLAP_OPS_SM90_HOST_PATH=lean, for A/B runs).
 // kClassic: every kernel initialised on every call, before the fill
 // (OVERLAP_OPS_SM90_HOST_PATH=classic, for A/B runs).
-enum class HostPath { kLean, kClassic, kDirect };
+enum class HostPath { kDirect, kLean, kClassic };
 
 struct TileChoice {
   TileConfig config = TileConfig::kLarge;
