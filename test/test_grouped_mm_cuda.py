@@ -1325,9 +1325,7 @@ class TestSm90StoreTile(HopperTestCase):
     """The large config's wider store tiles, which 16-bit wgrad (calls
     grouped along K, output in the input dtype) runs by default: its output
     stored through 128x64 or 128x128 subtiles instead of CUTLASS's 128x32
-    (OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 pins one; 64x4 and 128x3,
-    an experiment on large only, store through four or three buffers
-    instead of two), and the same
+    (OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 pins one), and the same
     subtiles on large_solo for 16-bit fwd and dgrad (64 columns by
     default: test_large_solo_*). Each width runs
     its own kernel and gives the same results, checked against float64 per
@@ -1343,11 +1341,7 @@ class TestSm90StoreTile(HopperTestCase):
         "cutlass": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi16E|<4, 2, 16,)",
         "64": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi2ELi32E|<4, 2, 32,)",
         "128": r"Sm90PtrArrayTmaWarpSpecialized(ILi2ELi2ELi64E|<2, 2, 64,)",
-        # The store-buffer experiment (large only): StagesD 4 and 3.
-        "64x4": r"Sm90PtrArrayTmaWarpSpecialized(ILi4ELi4ELi32E|<4, 4, 32,)",
-        "128x3": r"Sm90PtrArrayTmaWarpSpecialized(ILi2ELi3ELi64E|<2, 3, 64,)",
     }
-    _SOLO_WIDTHS = ("cutlass", "64", "128")
 
     def _store_tile(self, cols, tile="large"):
         # The tile config pinned, so the switch cannot be bypassed by a
@@ -1387,7 +1381,7 @@ class TestSm90StoreTile(HopperTestCase):
         return next(iter(kernels))
 
     @dtypes(torch.bfloat16, torch.float16)
-    @parametrize("cols", ["auto", "cutlass", "64", "128", "64x4", "128x3"])
+    @parametrize("cols", ["auto", "cutlass", "64", "128"])
     def test_matches_reference(self, device, dtype, cols):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         cases = [([300, 0, 1, 77, 130], 520, 264, True),
@@ -1456,17 +1450,10 @@ class TestSm90StoreTile(HopperTestCase):
         a, b = _fwd_operands(device, torch.bfloat16, sizes, 256, 512,
                              b_transposed)
         offs = make_offsets(sizes, device)
-        for cols in self._SOLO_WIDTHS:
+        for cols, policy in self._EPILOGUE_POLICY.items():
             self.assertRegex(
                 self._gemm_kernel(cols, a, b, offs, tile="large_solo"),
-                self._EPILOGUE_POLICY[cols])
-        # The store-buffer experiment is built for the large config only.
-        for cols in ("64x4", "128x3"):
-            with self._store_tile(cols, "large_solo"):
-                with self.assertRaisesRegex(RuntimeError,
-                                            "built only for the large "
-                                            "config"):
-                    _grouped_mm(a, b, offs)
+                policy)
         # No switch set: 64 columns (store_tile_cols_for), for bf16 and
         # fp16; float32 output keeps CUTLASS's subtile.
         self.assertRegex(self._gemm_kernel(None, a, b, offs),

@@ -92,18 +92,9 @@ struct SmallTileConfig {
 // comes out of the mainloop stages. Why: wgrad rows with few tokens per
 // group mostly write their output, and wrote it at about half the copy
 // bandwidth with 32-column subtiles.
-//
-// kStoreStages (an experiment, 0 = CUTLASS's two): the subtile buffers the
-// epilogue cycles through. An epilogue warp waits, after each subtile's
-// store, until at most kStoreStages - 1 stores still read shared memory,
-// so more buffers keep more output bytes in flight per SM; they too come
-// out of the mainloop stages. Why: on wgrad rows with few tokens per group
-// the output tile takes one or two K steps and the stores ran at about
-// half the write bandwidth (results/NOTES.md, eighteenth session).
-template <typename Base, int kCols, int kStages = 0>
+template <typename Base, int kCols>
 struct StoreTileConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
-  static constexpr int kStoreStages = kStages;
 };
 
 // A config's epilogue subtile: its EpilogueTile where it names one, else
@@ -115,46 +106,6 @@ struct EpilogueTileOf {
 template <typename Config>
 struct EpilogueTileOf<Config, std::void_t<typename Config::EpilogueTile>> {
   using type = typename Config::EpilogueTile;
-};
-
-// A config's epilogue store buffers: its kStoreStages where it names one,
-// else 0 (CUTLASS's choice).
-template <typename Config, typename = void>
-struct StoreStagesOf : std::integral_constant<int, 0> {};
-template <typename Config>
-struct StoreStagesOf<Config, std::void_t<decltype(Config::kStoreStages)>>
-    : std::integral_constant<int, Config::kStoreStages> {};
-
-// The builder's pointer-array epilogue with kStages store buffers instead
-// of its min(subtiles per tile, 2); 0 keeps the builder's. The callbacks,
-// copy atoms and smem layouts do not depend on the count.
-template <typename Collective, int kStages>
-struct WithStoreStages {
-  using type = Collective;
-};
-template <int kStagesC, int kStagesD, int kFragment, bool kReuseC,
-          bool kDelayStore, int kEpilogueWarpGroups, typename... Rest,
-          int kStages>
-struct WithStoreStages<
-    cutlass::epilogue::collective::CollectiveEpilogue<
-        cutlass::epilogue::Sm90PtrArrayTmaWarpSpecialized<
-            kStagesC, kStagesD, kFragment, kReuseC, kDelayStore,
-            kEpilogueWarpGroups>,
-        Rest...>,
-    kStages> {
-  static_assert(kStages >= 0);
-  using type = std::conditional_t<
-      kStages == 0,
-      cutlass::epilogue::collective::CollectiveEpilogue<
-          cutlass::epilogue::Sm90PtrArrayTmaWarpSpecialized<
-              kStagesC, kStagesD, kFragment, kReuseC, kDelayStore,
-              kEpilogueWarpGroups>,
-          Rest...>,
-      cutlass::epilogue::collective::CollectiveEpilogue<
-          cutlass::epilogue::Sm90PtrArrayTmaWarpSpecialized<
-              kStagesC, kStages, kFragment, kReuseC, kDelayStore,
-              kEpilogueWarpGroups>,
-          Rest...>>;
 };
 
 // The configs' K extents are sized for 16-bit inputs (64 or 128 elements
@@ -189,17 +140,12 @@ struct BiasEpilogue {
           cutlass::plus, ElementOut, float,
           cutlass::FloatRoundStyle::round_to_nearest>,
       cutlass::epilogue::fusion::Sm90AccFetch, Bias>;
-  using Built = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using Collective = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       typename Config::TileShape, typename Config::ClusterShape,
       typename EpilogueTileOf<Config>::type, float, float, void,
       LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
       typename Config::EpilogueSchedule, Op>::CollectiveOp;
-  using Collective =
-      typename WithStoreStages<Built, StoreStagesOf<Config>::value>::type;
-  static_assert(StoreStagesOf<Config>::value == 0 ||
-                Collective::DispatchPolicy::StagesD ==
-                    StoreStagesOf<Config>::value);
 };
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
@@ -619,29 +565,6 @@ const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
                   typename EpilogueTileOf<
                       KTile<StoreTileConfig<Base, 64>>>::type,
                   cute::Shape<cute::_128, cute::_64>>);
-    if (choice.store_stages != 0) {
-      // The deeper store buffers: an experiment on wgrad's large config
-      // only, so the large_solo units' build time does not grow.
-      if constexpr (std::is_same_v<Base, LargeTileConfig>) {
-        if (choice.store_tile_cols == 64 && choice.store_stages == 4) {
-          return run_grouped_gemm<
-              GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                          KTile<StoreTileConfig<Base, 64, 4>>>>(args, ld,
-                                                                choice);
-        }
-        if (choice.store_tile_cols == 128 && choice.store_stages == 3) {
-          return run_grouped_gemm<
-              GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                          KTile<StoreTileConfig<Base, 128, 3>>>>(args, ld,
-                                                                 choice);
-        }
-        return "store tiles with extra buffers are built as 64x4 and 128x3 "
-               "only";
-      } else {
-        return "OVERLAP_OPS_SM90_STORE_TILE=64x4|128x3 is built only for "
-               "the large config (wgrad)";
-      }
-    }
     if (choice.store_tile_cols == 64) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
                                           KTile<StoreTileConfig<Base, 64>>>>(

@@ -67,11 +67,6 @@ struct TileChoice {
   // pinned 64 or 128, calls that reach either config in other units
   // raise; calls on other configs ignore it.
   int store_tile_cols = 0;
-  // An experiment, off by default: the epilogue's store buffers on the
-  // large config (StoreTileConfig's kStoreStages; 0: CUTLASS's two).
-  // OVERLAP_OPS_SM90_STORE_TILE=64x4 or 128x3 pins 64 columns through four
-  // buffers or 128 through three.
-  int store_stages = 0;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -136,38 +136,24 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
-// The 128x256 configs' epilogue subtile width (store_tile_cols_for) and
-// store buffers (CUTLASS's), or the ones pinned by
-// OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128|64x4|128x3 for A/B runs
-// (64x4: 64 columns through four buffers, an experiment). A pinned value
-// raises on a call whose unit does not build it (run_store_tile), rather
-// than running another kernel.
-void pick_store_tile(const LaunchArgs& args, sm90::TileChoice& choice) {
-  switch (env_choice("OVERLAP_OPS_SM90_STORE_TILE",
-                     {"cutlass", "64", "128", "64x4", "128x3"})) {
+// The 128x256 configs' epilogue subtile width (store_tile_cols_for), or
+// the one pinned by OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 for A/B
+// runs. A pinned 64 or 128 raises on a call whose unit does not build it
+// (run_store_tile), rather than running another kernel.
+int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
+  switch (env_choice("OVERLAP_OPS_SM90_STORE_TILE", {"cutlass", "64", "128"})) {
     case 1:
-      choice.store_tile_cols = 0;
-      return;
+      return 0;
     case 2:
-      choice.store_tile_cols = 64;
-      return;
+      return 64;
     case 3:
-      choice.store_tile_cols = 128;
-      return;
-    case 4:
-      choice.store_tile_cols = 64;
-      choice.store_stages = 4;
-      return;
-    case 5:
-      choice.store_tile_cols = 128;
-      choice.store_stages = 3;
-      return;
+      return 128;
     default:
       break;
   }
   const ScalarType in = args.a.scalar_type();
-  choice.store_tile_cols = sm90::store_tile_cols_for(
-      {choice.config, in != kFloat && args.out.scalar_type() == in,
+  return sm90::store_tile_cols_for(
+      {config, in != kFloat && args.out.scalar_type() == in,
        args.geo.grouped == GroupedDim::kReduction,
        args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)});
 }
@@ -302,7 +288,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const size_t swizzle =
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
-  pick_store_tile(args, choice);
+  choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
