@@ -41,6 +41,7 @@ import compare_grouped_mm_runs as compare_runs  # noqa: E402
 import merge_grouped_mm_runs as merge_runs  # noqa: E402
 import probe_power  # noqa: E402
 import tile_fill  # noqa: E402
+import grouped_mm_gaps as gaps  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
 
@@ -1444,6 +1445,139 @@ class TestProfileTool(TestCase):
             ("cudaFuncSetAttribute", 1.0, 2.0)])
         no_marks = [e for e in events if e.get("name") != prof._CALL_MARK]
         self.assertIsNone(prof.call_host_times(no_marks))
+
+
+class TestGaps(TestCase):
+    """tools/grouped_mm_gaps.py: the tile and serial bounds of a row from
+    its group sizes, the reading, and the section the report renders."""
+
+    @staticmethod
+    def _row(pass_name="fwd", dtype="bf16", case="c", dist="skewed",
+             ours=150.0, compute=100.0, memory=50.0, **extra):
+        row = {"case": case, "dist": dist, "dtype": dtype, "pass": pass_name,
+               "M": 429, "K": 512, "N": 4096, "E": 3, "bound": "compute",
+               "flops": 100.0 * 700e6, "compute_us": compute,
+               "memory_us": memory, "floor_us": max(compute, memory),
+               "ours_us": ours, "stock_us": ours * 1.1}
+        row.update(extra)
+        return row
+
+    def test_row_grouped_padding_and_wave(self):
+        # tile_fill's example: 300, 0, 129 rows on 128x256 tiles cover 640
+        # rows for 429; 4096 columns are 16 whole tiles; 80 tiles on 132
+        # SMs fill one wave of 132 slots.
+        padded, wave = gaps.issued_work(self._row(), [300, 0, 129],
+                                        "large_solo", 132)
+        self.assertAlmostEqual(padded, 640 / 429)
+        self.assertAlmostEqual(wave, 80 / 132)
+        # dgrad's output columns are the suite's K (512: 2 tiles).
+        padded, _ = gaps.issued_work(self._row("dgrad", K=500), [128],
+                                     "large_solo", 132)
+        self.assertAlmostEqual(padded, 512 / 500)
+
+    def test_wgrad_pads_k_and_clusters(self):
+        # 8 tokens per group pad to the 64-deep K tile; the output's 200
+        # rows take 2 M tiles (already even for the 2-CTA cluster) and
+        # 100 rows 1, padded to 2.
+        row = self._row("wgrad", K=200, N=256)
+        padded, wave = gaps.issued_work(row, [8, 8, 0], "large", 132)
+        self.assertAlmostEqual(padded, 8 * (256 / 200))
+        self.assertAlmostEqual(wave, 4 / 132)  # 2 live groups x 2 x 1
+        padded, _ = gaps.issued_work(self._row("wgrad", K=100, N=256),
+                                     [64], "large", 132)
+        self.assertAlmostEqual(padded, 256 / 100)
+        self.assertEqual(gaps.issued_work(row, [0, 0], "large", 132),
+                         (1.0, 1.0))
+
+    def test_bounds_and_reading(self):
+        # Compute 100 us padded by 1.5 and stretched by half-filled waves:
+        # 300 us against memory 50: tile bound 3.0, serial 3.5 (floor 100).
+        row = self._row()
+        with unittest.mock.patch.object(gaps, "issued_work",
+                                        return_value=(1.5, 0.5)):
+            b = gaps.row_bounds(row, [1], "large_solo", 132)
+        self.assertAlmostEqual(b["tile"], 3.0)
+        self.assertAlmostEqual(b["serial"], 3.5)
+        bounds = {"tile": 1.2, "serial": 1.6}
+        self.assertEqual(gaps.reading(1.22, bounds), "tile")
+        self.assertEqual(gaps.reading(1.4, bounds),
+                         "overlap (50% of serial's extra)")
+        self.assertEqual(gaps.reading(2.0, bounds), "beyond serial (x1.25)")
+
+    def _results(self):
+        part = {"floor_peak_tflops": 700.0, "write_gbps": 4.0,
+                "peak_tflops": {"bf16": 700.0, "fp16": 650.0,
+                                "tf32": 350.0}}
+        rows = [self._row(ours=150.0, ours_rounds_us=[149.0, 150.0],
+                          stock_rounds_us=[160.0, 170.0]),
+                self._row(dtype="fp16", ours=160.0),
+                self._row(dtype="tf32", ours=290.0),
+                self._row(dist="balanced", ours=120.0,
+                          ours_rounds_us=[119.0, 121.0],
+                          stock_rounds_us=[118.0, 119.0]),
+                self._row("wgrad", K=256, N=256, ours=180.0)]
+        rows[3]["stock_us"] = 118.5  # ours 1.3% slower, inside no spread
+        return {"rows": rows, "sm_count": 132, "parts": [part],
+                "group_sizes": {"c/skewed": [300, 0, 129],
+                                "c/balanced": [143, 143, 143]}}
+
+    def test_gap_lines(self):
+        lines = gaps.gap_lines(self._results(), None)
+        text = "\n".join(lines)
+        self.assertIn("The extension is not importable here", text)
+        self.assertIn("### bf16 fwd (target: geometric mean of ours/floor "
+                      "<= 1.10)", text)
+        # Tile bound: 100 us x (640 / 429) / (80 / 132) = 246 us.
+        self.assertIn("| c | skewed | large_solo | 1.50 | 1.49 | 0.61 | "
+                      "2.46 | 2.96 | tile |", text)
+        self.assertIn("### bf16 wgrad", text)
+        # Its output, 3 x 256 x 256 x 2 bytes in 180 us, is 2.18 GB/s:
+        # 54.6% of the part's 4 GB/s write-only bandwidth.
+        self.assertRegex(text, r"\| c \| skewed \| large \| 1\.80 \|.*"
+                         r"\| 54\.6% \|")
+        # fp16 160 / bf16 150 = 1.07 over 1.03; dense 700 / 650 = 1.08.
+        self.assertIn("1 of 1 rows over. cuBLAS's dense fp16 mm takes "
+                      "1.08-1.08x its bf16 time", text)
+        self.assertIn("1 of the 1 rows over are at or below it", text)
+        self.assertIn("| c | skewed | fwd | compute | 1.07 | 1.08 |", text)
+        # tf32 290 / 150 = 1.93: within 2x, no table; dense 700 / 350.
+        self.assertIn("0 of 1 rows over. cuBLAS's dense tf32 mm takes "
+                      "2.00-2.00x its bf16 time", text)
+        self.assertIn("at this power limit, within the target.", text)
+        # The balanced row is 1.3% behind stock with 1.7% / 0.8% spreads.
+        self.assertIn("| bf16 | fwd | c | balanced | 1.013 | 1.7% | 0.8% | "
+                      "yes |", text)
+        # The heuristic's pick names the config where it is given.
+        picked = gaps.gap_lines(self._results(),
+                                lambda row_grouped, rows, tf32: "wide")
+        self.assertIn("| c | skewed | wide |", "\n".join(picked))
+
+    def test_report_renders_the_section(self):
+        text = report.markdown(dict(_fake_results(), **self._results()))
+        self.assertIn("## Gaps to the targets (a model: "
+                      "tools/grouped_mm_gaps.py)", text)
+        self.assertNotIn("## Gaps", report.markdown(_fake_results()))
+
+    @unittest.skipIf(not HAS_EXTENSION, "needs the overlap_ops extension")
+    def test_extension_heuristic(self):
+        pick = gaps.extension_tile_config()
+        self.assertIsNotNone(pick)
+        # 128 rows per group, 16-bit: wide; TF32: large_solo.
+        self.assertEqual(pick(True, 128, False), "wide")
+        self.assertEqual(pick(True, 128, True), "large_solo")
+
+    def test_cli(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "r.json"
+            path.write_text(json.dumps(self._results()))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(gaps.main([str(path)]), 0)
+            self.assertIn("### bf16 fwd", out.getvalue())
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(gaps.main([str(Path(tmp) / "none")]), 2)
+            self.assertIn("cannot read", err.getvalue())
 
 
 instantiate_parametrized_tests(TestGroupSizes)
