@@ -552,6 +552,51 @@ class TestSm90TileConfig(TestCase):
             raster(-1, 4)
 
     @needs_extension
+    def test_chunked_tile_order(self):
+        # GroupedMMTileOrder.h: each CTA takes `chunk` consecutive tiles of
+        # every super-block of grid * chunk; chunk 1 is CUTLASS's order.
+        def index(first, grid, cluster, chunk, step):
+            return torch.ops.overlap_ops._sm90_chunked_tile_index(
+                first, grid, cluster, chunk, step)
+        for grid, cluster in ((132, 2), (124, 2), (132, 1), (7, 1)):
+            for first in range(grid):
+                self.assertEqual(
+                    [index(first, grid, cluster, 1, k) for k in range(5)],
+                    [first + k * grid for k in range(5)])
+            for chunk in (2, 4, 8, 16):
+                steps = 3 * chunk + 1
+                taken = {}
+                for first in range(grid):
+                    seq = [index(first, grid, cluster, chunk, k)
+                           for k in range(steps)]
+                    # Increasing, as the scheduler's forward scan needs.
+                    self.assertEqual(seq, sorted(set(seq)), (grid, chunk))
+                    # Runs of `chunk` consecutive cluster indices.
+                    self.assertEqual(
+                        [i // cluster for i in seq[:chunk]],
+                        list(range(seq[0] // cluster,
+                                   seq[0] // cluster + chunk)))
+                    # A cluster's CTAs keep their offset in it.
+                    self.assertTrue(all(i % cluster == first % cluster
+                                        for i in seq))
+                    for k, i in enumerate(seq):
+                        taken[i] = (first, k)
+                # A bijection: the first 3 super-blocks hold every index
+                # below 3 * grid * chunk exactly once.
+                covered = sorted(i for i in taken if i < 3 * grid * chunk)
+                self.assertEqual(covered, list(range(3 * grid * chunk)))
+        # qwen3_decode's wgrad on 132 SMs in 2-CTA clusters, chunk 4: the
+        # CTA pair of cluster 1 takes cluster indices 4-7, then 268-271.
+        self.assertEqual([index(3, 132, 2, 4, k) for k in (0, 3, 4)],
+                         [9, 15, 537])
+        with self.assertRaisesRegex(RuntimeError, "positive multiple"):
+            index(0, 131, 2, 4, 0)
+        with self.assertRaisesRegex(RuntimeError, "first_cta"):
+            index(132, 132, 2, 4, 0)
+        with self.assertRaisesRegex(RuntimeError, "chunk must be"):
+            index(0, 132, 2, 0, 0)
+
+    @needs_extension
     def test_store_tile_widens_16_bit_same_dtype_output_only(self):
         # The 128x256 configs' epilogue subtile (GroupedMMTileChoice.h):
         # on large, for 16-bit wgrad with output in the input dtype, 128
@@ -1311,7 +1356,8 @@ class TestSm90TileOrder(HopperTestCase):
     @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
                           "OVERLAP_OPS_SM90_SWIZZLE",
                           "OVERLAP_OPS_SM90_STORE_TILE",
-                          "OVERLAP_OPS_SM90_HOST_PATH"])
+                          "OVERLAP_OPS_SM90_HOST_PATH",
+                          "OVERLAP_OPS_SM90_TILE_CHUNK"])
     def test_bad_value_raises(self, device, name):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
@@ -1488,6 +1534,89 @@ class TestSm90StoreTile(HopperTestCase):
                 _grouped_mm(a, b, offs, out_dtype=torch.float32)
 
 
+class TestSm90TileChunk(HopperTestCase):
+    """The chunked tile order (OVERLAP_OPS_SM90_TILE_CHUNK, an experiment,
+    off by default; GroupedMMTileOrder.h): each CTA of the large config
+    takes `chunk` consecutive output tiles instead of one tile every grid
+    size, so it changes group less often. Built for 16-bit wgrad (grouped
+    along K, output in the input dtype) with either store width. The same
+    results as the float64 reference per group, with empty, one-token and
+    ragged groups, more than 1024 groups, a bias, both rasters, and a
+    carveout of SMs - 8 so each CTA walks many tiles; the kernel run is
+    the chunked one; other calls raise while it is pinned."""
+
+    def _chunked(self, chunk, **extra):
+        env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": "large",
+               "OVERLAP_OPS_SM90_TILE_CHUNK": chunk}
+        env.update(extra)
+        return unittest.mock.patch.dict(os.environ, env)
+
+    def _wgrad_operands(self, device, dtype, sizes, m, n):
+        # wgrad's layouts: a = grad_out^T (column-major), b = x.
+        a = _randn(m, sum(sizes), device=device, dtype=dtype,
+                   transposed=True)
+        b = _randn(sum(sizes), n, device=device, dtype=dtype)
+        return a, b
+
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("chunk", ["2", "4", "16"])
+    @parametrize("raster", ["m", "n"])
+    def test_matches_reference(self, device, dtype, chunk, raster):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        # 128-column store tiles up to 256 tokens per group, 64 beyond.
+        cases = [([300, 0, 1, 77, 130], 520, 264, True),
+                 ([(i * 5) % 7 for i in range(1100)], 136, 72, False),
+                 ([700, 0, 513, 1], 264, 200, True),
+                 ([8] * 40, 392, 1032, False)]
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            for sizes, m, n, with_bias in cases:
+                a, b = self._wgrad_operands(device, dtype, sizes, m, n)
+                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                        if with_bias else None)
+                with self._chunked(chunk, OVERLAP_OPS_SM90_RASTER=raster):
+                    self._run_and_check(a, b, make_offsets(sizes, device),
+                                        bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    def test_runs_the_chunked_kernel(self, device):
+        sizes = [8] * 40
+        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 392, 1032)
+        offs = make_offsets(sizes, device)
+
+        def kernels():
+            names = {name for name, _ in launched_kernels(
+                lambda: _grouped_mm(a, b, offs))}
+            return _sm90_gemm_names(names)
+        with self._chunked("4"):
+            chunked = kernels()
+        self.assertEqual(len(chunked), 1, chunked)
+        self.assertIn("ChunkedGroupProblemShape", next(iter(chunked)))
+        with self._chunked("auto"):
+            plain = kernels()
+        self.assertEqual(len(plain), 1, plain)
+        self.assertNotIn("ChunkedGroupProblemShape", next(iter(plain)))
+
+    def test_other_calls_raise(self, device):
+        sizes = [40, 0, 300]
+        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        offs = make_offsets(sizes, device)
+        with self._chunked("4"):
+            # float32 output: no wider store tile, so not built.
+            with self.assertRaisesRegex(RuntimeError,
+                                        "TILE_CHUNK is built only for"):
+                _grouped_mm(a, b, offs, out_dtype=torch.float32)
+        # A row-grouped call (fwd) on its default config.
+        fa, fb = _fwd_operands(device, torch.bfloat16, sizes, 64, 128, False)
+        with unittest.mock.patch.dict(
+                os.environ, {_BACKEND_ENV: "sm90",
+                             "OVERLAP_OPS_SM90_TILE_CHUNK": "4"}):
+            with self.assertRaisesRegex(RuntimeError,
+                                        "TILE_CHUNK is built only for"):
+                _grouped_mm(fa, fb, offs)
+
+
 class TestSm90DirectClusterLaunch(HopperTestCase):
     """OVERLAP_OPS_SM90_HOST_PATH=direct (the default): the Hopper kernels
     with a cluster (large: 2x1 CTAs, small: 1x2) launched through
@@ -1570,6 +1699,8 @@ instantiate_device_type_tests(TestSm90TileOrder, globals(),
 instantiate_device_type_tests(TestSm90StoreTile, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90DirectClusterLaunch, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90TileChunk, globals(),
                               only_for=("cuda",))
 
 if __name__ == "__main__":

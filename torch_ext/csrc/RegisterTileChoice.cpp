@@ -3,6 +3,7 @@
 // tests. This file only routes to aten/; the heuristic lives there.
 
 #include <ATen/native/cuda/GroupedMMTileChoice.h>
+#include <ATen/native/cuda/GroupedMMTileOrder.h>
 
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -63,6 +64,24 @@ int64_t sm90_store_tile_cols(const std::string& config, bool same_16bit_out,
                                     grouped == "rows", mean_extent});
 }
 
+// The linear tile index a CTA takes at a turn in the chunked tile order
+// (chunked_tile_index, GroupedMMTileOrder.h).
+int64_t sm90_chunked_tile_index(int64_t first_cta, int64_t grid_ctas,
+                                int64_t cluster_ctas, int64_t chunk,
+                                int64_t step) {
+  TORCH_CHECK(grid_ctas > 0 && cluster_ctas > 0 &&
+                  grid_ctas % cluster_ctas == 0,
+              "grid_ctas must be a positive multiple of cluster_ctas, got ",
+              grid_ctas, " and ", cluster_ctas);
+  TORCH_CHECK(first_cta >= 0 && first_cta < grid_ctas,
+              "first_cta must be in [0, grid_ctas), got ", first_cta);
+  TORCH_CHECK(chunk >= 1 && step >= 0, "chunk must be >= 1 and step >= 0, "
+              "got ", chunk, " and ", step);
+  return static_cast<int64_t>(
+      at::native::grouped_mm::sm90::chunked_tile_index(
+          first_cta, grid_ctas, cluster_ctas, chunk, step));
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
@@ -72,6 +91,9 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::sm90_tile_config);
   m.def("_sm90_raster_order(int mean_m, int mean_n) -> str",
         &overlap_ops::sm90_raster_order);
+  m.def("_sm90_chunked_tile_index(int first_cta, int grid_ctas, "
+        "int cluster_ctas, int chunk, int step) -> int",
+        &overlap_ops::sm90_chunked_tile_index);
   m.def("_sm90_store_tile_cols(str config, bool same_16bit_out, "
         "str grouped, int mean_extent) -> int",
         &overlap_ops::sm90_store_tile_cols);

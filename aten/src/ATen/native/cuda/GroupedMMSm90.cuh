@@ -10,6 +10,7 @@
 #include <ATen/native/cuda/GroupedMMFillArguments.cuh>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMSm90.h>
+#include <ATen/native/cuda/GroupedMMSm90TileScheduler.cuh>
 
 #include <ATen/Functions.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -95,6 +96,27 @@ struct SmallTileConfig {
 template <typename Base, int kCols>
 struct StoreTileConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
+};
+
+// TileChunked: a config whose kernel takes the chunked tile order
+// (GroupedMMTileOrder.h; TileChoice::tile_chunk, an experiment): the same
+// tiles and epilogue, with ChunkedGroupProblemShape selecting the
+// scheduler.
+template <typename Base>
+struct TileChunked : Base {
+  using GroupProblemShapeType = ChunkedGroupProblemShape;
+};
+
+// A config's problem-shape type: its GroupProblemShapeType where it names
+// one, else CUTLASS's GroupProblemShape.
+template <typename Config, typename = void>
+struct ProblemShapeOf {
+  using type = ProblemShape;
+};
+template <typename Config>
+struct ProblemShapeOf<Config,
+                      std::void_t<typename Config::GroupProblemShapeType>> {
+  using type = typename Config::GroupProblemShapeType;
 };
 
 // A config's epilogue subtile: its EpilogueTile where it names one, else
@@ -185,8 +207,9 @@ struct GroupedGemm {
           sizeof(typename Epilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
 
+  using GroupShape = typename ProblemShapeOf<Config>::type;
   using Kernel =
-      cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+      cutlass::gemm::kernel::GemmUniversal<GroupShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
@@ -272,10 +295,17 @@ template <typename G>
 typename G::Gemm::Arguments gemm_arguments(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes,
-    RasterOrder raster = RasterOrder::kAlongM) {
+    RasterOrder raster = RasterOrder::kAlongM, int tile_chunk = 1) {
+  typename G::GroupShape problem{};
+  problem.num_groups = static_cast<int>(args.geo.num_groups);
+  problem.problem_shapes = shapes;
+  problem.host_problem_shapes = nullptr;
+  if constexpr (std::is_same_v<typename G::GroupShape,
+                               ChunkedGroupProblemShape>) {
+    problem.tile_chunk = tile_chunk;
+  }
   typename G::Gemm::Arguments arguments{
-      cutlass::gemm::GemmUniversalMode::kGrouped,
-      {static_cast<int>(args.geo.num_groups), shapes, nullptr},
+      cutlass::gemm::GemmUniversalMode::kGrouped, problem,
       {dev.a, dev.stride_a, dev.b, dev.stride_b},
       {{}, nullptr, nullptr, dev.d, dev.stride_d}};
   // The epilogue tree's arguments: children first (accumulator, bias row),
@@ -363,8 +393,9 @@ template <typename G>
 const char* check_gemm(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes, void* workspace,
-    RasterOrder raster, CheckedGemm<G>& checked) {
-  checked.arguments = gemm_arguments<G>(args, dev, shapes, raster);
+    RasterOrder raster, int tile_chunk, CheckedGemm<G>& checked) {
+  checked.arguments =
+      gemm_arguments<G>(args, dev, shapes, raster, tile_chunk);
   checked.workspace = workspace;
   if (checked.gemm.can_implement(checked.arguments) !=
       cutlass::Status::kSuccess) {
@@ -507,7 +538,7 @@ const char* run_grouped_gemm(
   CheckedGemm<G> gemm;
   if (const char* error =
           check_gemm<G>(args, dev, dev.shapes, call.workspace,
-                        choice.raster, gemm)) {
+                        choice.raster, choice.tile_chunk, gemm)) {
     return error;
   }
   // The fill goes first, and CUTLASS's host-side initialisation overlaps
@@ -554,6 +585,34 @@ template <typename In, typename Out, bool kARowMajor>
 constexpr bool kBuildsSoloStoreTiles =
     !std::is_same_v<In, float> && std::is_same_v<In, Out> && kARowMajor;
 
+// The chunked tile order (TileChoice::tile_chunk, an experiment): built
+// on the large config only, in the units that build its store tiles
+// (16-bit wgrad), with either store width.
+template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
+          template <typename> class KTile, typename Base>
+const char* run_chunked_store_tile(const LaunchArgs& args,
+                                   const LeadingDims& ld, TileChoice choice) {
+  if constexpr (std::is_same_v<Base, LargeTileConfig>) {
+    if (choice.store_tile_cols == 64) {
+      return run_grouped_gemm<
+          GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                      KTile<TileChunked<StoreTileConfig<Base, 64>>>>>(
+          args, ld, choice);
+    }
+    if (choice.store_tile_cols == 128) {
+      return run_grouped_gemm<
+          GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                      KTile<TileChunked<StoreTileConfig<Base, 128>>>>>(
+          args, ld, choice);
+    }
+    return "OVERLAP_OPS_SM90_TILE_CHUNK needs a 64- or 128-column store "
+           "tile";
+  } else {
+    return "OVERLAP_OPS_SM90_TILE_CHUNK is built only for the large config "
+           "(wgrad)";
+  }
+}
+
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           template <typename> class KTile, typename Base, bool kBuilt>
 const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
@@ -565,6 +624,10 @@ const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
                   typename EpilogueTileOf<
                       KTile<StoreTileConfig<Base, 64>>>::type,
                   cute::Shape<cute::_128, cute::_64>>);
+    if (choice.tile_chunk > 1) {
+      return run_chunked_store_tile<In, Out, kARowMajor, kBRowMajor, KTile,
+                                    Base>(args, ld, choice);
+    }
     if (choice.store_tile_cols == 64) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
                                           KTile<StoreTileConfig<Base, 64>>>>(

@@ -289,6 +289,23 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
+  // OVERLAP_OPS_SM90_TILE_CHUNK=2|4|8|16: the chunked tile order
+  // experiment (sm90::TileChoice::tile_chunk); unset or auto: off. Built
+  // for one kind of call only, so a pinned chunk raises on the others
+  // rather than timing a different kernel.
+  const size_t chunk =
+      env_choice("OVERLAP_OPS_SM90_TILE_CHUNK", {"2", "4", "8", "16"});
+  if (chunk != 0) {
+    choice.tile_chunk = 1 << chunk;
+    TORCH_CHECK(
+        choice.config == sm90::TileConfig::kLarge &&
+            choice.store_tile_cols != 0,
+        "grouped_mm: OVERLAP_OPS_SM90_TILE_CHUNK is built only for bf16 -> "
+        "bf16 and fp16 -> fp16 calls grouped along K (wgrad) on the large "
+        "config; this call runs ",
+        sm90::tile_config_name(choice.config),
+        choice.store_tile_cols == 0 ? " without a wider store tile" : "");
+  }
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {

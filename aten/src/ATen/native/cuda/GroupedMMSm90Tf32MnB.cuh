@@ -258,8 +258,9 @@ struct GroupedGemmTf32MnB {
       Config, cutlass::gemm::TagToStrideA_t<LayoutA*>,
       cutlass::gemm::TagToStrideB_t<LayoutB*>>;
 
+  using GroupShape = ProblemShape;
   using Kernel =
-      cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+      cutlass::gemm::kernel::GemmUniversal<GroupShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
