@@ -246,6 +246,24 @@ def output_write_share(results: dict[str, Any],
     return out_bytes / (row["ours_us"] * 1e3) / float(write)
 
 
+# What the measured sessions found behind the rows beyond the dense ratio
+# (results/NOTES.md and the README's Results have the runs).
+DTYPE_EXCESS_NOTE = {
+    "fp16": ("Beyond the dense ratio (by at most the last column): our "
+             "fp16 and bf16 run the same kernels and tiles; at the 700 W "
+             "limit our fp16 ran at a ~4% lower SM clock than our bf16 "
+             "(power probe, thirteenth session, results/SESSIONS.md). "
+             "What is left beyond the dense ratio is not explained here."),
+    "tf32": ("Beyond the dense ratio: the TF32 kernels are not the bf16 "
+             "ones. Row-major (N-major) weights are read by a swapped "
+             "kernel (TF32 WGMMA cannot read them as its B operand), K-major "
+             "copies or the SM80 kernels take wgrad (TF32 WGMMA needs "
+             "K-major operands), and the 16-bit tiles hold half the K per "
+             "stage in TF32; each is chosen per call by "
+             "GroupedMMTf32Route.h."),
+}
+
+
 def dtype_gap_lines(results: dict[str, Any]) -> list[str]:
     """fp16 and TF32 against our bf16: per pass, the rows over the target
     and the same part's dense peak ratio (bf16 peak / fp16 or TF32 peak)."""
@@ -294,13 +312,18 @@ def dtype_gap_lines(results: dict[str, Any]) -> list[str]:
                      "bf16 row."), ""]
         if over:
             lines += ["| case | dist | pass | bound | ours " + dtype +
-                      " / ours bf16 | dense " + dtype + " / bf16 |",
-                      "|---|---|---|---|---:|---:|"]
+                      " / ours bf16 | dense " + dtype + " / bf16 | "
+                      "beyond the dense ratio |",
+                      "|---|---|---|---|---:|---:|---:|"]
             for value, r, hw in sorted(over, key=lambda t: -t[0]):
+                beyond = "n/a" if hw is None else f"{value / hw:.2f}"
                 lines.append(f"| {r['case']} | {r['dist']} | {r['pass']} | "
                              f"{r['bound']} | {value:.2f} | "
-                             f"{'n/a' if hw is None else f'{hw:.2f}'} |")
-            lines.append("")
+                             f"{'n/a' if hw is None else f'{hw:.2f}'} | "
+                             f"{beyond} |")
+            lines += ["", DTYPE_EXCESS_NOTE[dtype], ""]
+            continue
+        lines.append("")
     return lines
 
 
