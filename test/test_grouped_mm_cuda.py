@@ -80,6 +80,14 @@ def _sm90_gemm_names(names):
     return [name for name in names if _FAMILY_KERNELS["sm90"] in name]
 
 
+def _wgrad_operands(device, dtype, sizes, m, n):
+    """wgrad's layouts: a = grad_out^T (column-major, m x tokens), b = x
+    (tokens x n, row-major)."""
+    a = _randn(m, sum(sizes), device=device, dtype=dtype, transposed=True)
+    b = _randn(sum(sizes), n, device=device, dtype=dtype)
+    return a, b
+
+
 def _fwd_operands(device, dtype, sizes, k, n, b_transposed):
     """A forward call's operands: a (sum(sizes), k) row-major; b (groups,
     k, n) row-major, or a column-major (K contiguous) view when
@@ -1405,15 +1413,6 @@ class TestSm90StoreTile(HopperTestCase):
                 os.environ.pop(name, None)
             yield
 
-    def _wgrad_operands(self, device, dtype, sizes, m, n):
-        # wgrad's layouts: a = grad_out^T (column-major), b = x. Not a
-        # staticmethod: instantiate_device_type_tests copies helpers onto
-        # the device class as plain functions, which then get self.
-        a = _randn(m, sum(sizes), device=device, dtype=dtype,
-                   transposed=True)
-        b = _randn(sum(sizes), n, device=device, dtype=dtype)
-        return a, b
-
     def _gemm_kernel(self, cols, a, b, offs, tile="large", **kwargs):
         # cols None: none of the three switches set (the default dispatch,
         # tile config and width), whatever the run pins for other tests.
@@ -1436,7 +1435,7 @@ class TestSm90StoreTile(HopperTestCase):
         torch._C._set_sm_carveout_experimental(sms - 8)
         try:
             for sizes, m, n, with_bias in cases:
-                a, b = self._wgrad_operands(device, dtype, sizes, m, n)
+                a, b = _wgrad_operands(device, dtype, sizes, m, n)
                 bias = (_randn(len(sizes), n, device=device, dtype=dtype)
                         if with_bias else None)
                 with self._store_tile(cols):
@@ -1447,7 +1446,7 @@ class TestSm90StoreTile(HopperTestCase):
 
     def test_runs_its_own_kernel(self, device):
         sizes = [40, 0, 300]
-        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        a, b = _wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
         offs = make_offsets(sizes, device)
         for cols, policy in self._EPILOGUE_POLICY.items():
             self.assertRegex(self._gemm_kernel(cols, a, b, offs), policy)
@@ -1460,7 +1459,7 @@ class TestSm90StoreTile(HopperTestCase):
         for cols in ("auto", None):
             for sizes, width in (([40, 0, 300], "128"), ([256, 256], "128"),
                                  ([300, 0, 800], "64"), ([257, 257], "64")):
-                a, b = self._wgrad_operands(device, dtype, sizes, 256, 512)
+                a, b = _wgrad_operands(device, dtype, sizes, 256, 512)
                 offs = make_offsets(sizes, device)
                 self.assertRegex(self._gemm_kernel(cols, a, b, offs),
                                  self._EPILOGUE_POLICY[width], (cols, sizes))
@@ -1522,7 +1521,7 @@ class TestSm90StoreTile(HopperTestCase):
         # CUTLASS, and a pinned width says where it applies instead of
         # running something else.
         sizes = [40, 0, 300]
-        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        a, b = _wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
         offs = make_offsets(sizes, device)
         self.assertNotRegex(
             self._gemm_kernel("auto", a, b, offs, out_dtype=torch.float32),
@@ -1551,13 +1550,6 @@ class TestSm90TileChunk(HopperTestCase):
         env.update(extra)
         return unittest.mock.patch.dict(os.environ, env)
 
-    def _wgrad_operands(self, device, dtype, sizes, m, n):
-        # wgrad's layouts: a = grad_out^T (column-major), b = x.
-        a = _randn(m, sum(sizes), device=device, dtype=dtype,
-                   transposed=True)
-        b = _randn(sum(sizes), n, device=device, dtype=dtype)
-        return a, b
-
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("chunk", ["2", "4", "16"])
     @parametrize("raster", ["m", "n"])
@@ -1571,7 +1563,7 @@ class TestSm90TileChunk(HopperTestCase):
         torch._C._set_sm_carveout_experimental(sms - 8)
         try:
             for sizes, m, n, with_bias in cases:
-                a, b = self._wgrad_operands(device, dtype, sizes, m, n)
+                a, b = _wgrad_operands(device, dtype, sizes, m, n)
                 bias = (_randn(len(sizes), n, device=device, dtype=dtype)
                         if with_bias else None)
                 with self._chunked(chunk, OVERLAP_OPS_SM90_RASTER=raster):
@@ -1582,7 +1574,7 @@ class TestSm90TileChunk(HopperTestCase):
 
     def test_runs_the_chunked_kernel(self, device):
         sizes = [8] * 40
-        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 392, 1032)
+        a, b = _wgrad_operands(device, torch.bfloat16, sizes, 392, 1032)
         offs = make_offsets(sizes, device)
 
         def kernels():
@@ -1600,7 +1592,7 @@ class TestSm90TileChunk(HopperTestCase):
 
     def test_other_calls_raise(self, device):
         sizes = [40, 0, 300]
-        a, b = self._wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+        a, b = _wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
         offs = make_offsets(sizes, device)
         with self._chunked("4"):
             # float32 output: no wider store tile, so not built.

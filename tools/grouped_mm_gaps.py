@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 # tools/ is on sys.path when this file runs as a script (and in the tests).
 import tile_fill
+from grouped_mm_report import geomean
 
 # Issue 9's floor targets, bf16: pass -> geometric-mean bound.
 FLOOR_TARGETS = {"fwd": 1.10, "dgrad": 1.20, "wgrad": 1.20}
@@ -81,10 +81,6 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _wave_efficiency(tiles: int, sms: int) -> float:
-    return tiles / (_ceil(tiles, sms) * sms) if tiles else 1.0
-
-
 def issued_work(row: dict[str, Any], sizes: Sequence[int], config: str,
                 sms: int) -> tuple[float, float]:
     """(padded MMA work / real work, wave efficiency) of one bf16/fp16 row
@@ -103,7 +99,7 @@ def issued_work(row: dict[str, Any], sizes: Sequence[int], config: str,
         padded = (padded_k / total) * (m_tiles * tile_m / out_m) \
             * (n_tiles * tile_n / out_n)
         tiles = len(live) * m_tiles * n_tiles
-        return padded, _wave_efficiency(tiles, sms)
+        return padded, tile_fill.last_wave_fill(tiles, sms)
     # Row-grouped: tile_fill's count (no cluster: the heuristic runs
     # row-grouped calls on large_solo, wide or small, whose 1x2 cluster
     # pairs column tiles, not rows).
@@ -150,10 +146,6 @@ def _config(row: dict[str, Any], tile_config: Optional[TileConfigFn]) -> str:
     if tile_config is None:
         return "large" if not row_grouped else "large_solo"
     return tile_config(row_grouped, rows, row["dtype"] == "tf32")
-
-
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def floor_gap_lines(results: dict[str, Any],

@@ -42,8 +42,13 @@ def tile_fill(group_rows: Sequence[int], n: int, tile_rows: int,
     if tiles == 0:
         return 0, 0.0, 0.0
     useful = sum(m for m in group_rows if m > 0) / (row_tiles * tile_rows)
-    wave = tiles / (math.ceil(tiles / sms) * sms)
-    return tiles, useful, wave
+    return tiles, useful, last_wave_fill(tiles, sms)
+
+
+def last_wave_fill(tiles: int, sms: int) -> float:
+    """Tiles over the slots of the whole waves a persistent grid of sms CTAs
+    takes for them (1.0 for no tiles)."""
+    return tiles / (math.ceil(tiles / sms) * sms) if tiles else 1.0
 
 
 def _parse_tile(text: str) -> tuple[int, int]:

@@ -585,32 +585,25 @@ template <typename In, typename Out, bool kARowMajor>
 constexpr bool kBuildsSoloStoreTiles =
     !std::is_same_v<In, float> && std::is_same_v<In, Out> && kARowMajor;
 
-// The chunked tile order (TileChoice::tile_chunk, an experiment): built
-// on the large config only, in the units that build its store tiles
-// (16-bit wgrad), with either store width.
+// Base through kCols-column store tiles, in the chunked tile order where
+// the call pins one (TileChoice::tile_chunk, an experiment built on the
+// large config only; the dispatcher refuses a pinned chunk on any other
+// config before it gets here).
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
-          template <typename> class KTile, typename Base>
-const char* run_chunked_store_tile(const LaunchArgs& args,
-                                   const LeadingDims& ld, TileChoice choice) {
+          template <typename> class KTile, typename Base, int kCols>
+const char* run_store_width(const LaunchArgs& args, const LeadingDims& ld,
+                            TileChoice choice) {
+  using Stored = StoreTileConfig<Base, kCols>;
   if constexpr (std::is_same_v<Base, LargeTileConfig>) {
-    if (choice.store_tile_cols == 64) {
-      return run_grouped_gemm<
-          GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                      KTile<TileChunked<StoreTileConfig<Base, 64>>>>>(
+    if (choice.tile_chunk > 1) {
+      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                                          KTile<TileChunked<Stored>>>>(
           args, ld, choice);
     }
-    if (choice.store_tile_cols == 128) {
-      return run_grouped_gemm<
-          GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                      KTile<TileChunked<StoreTileConfig<Base, 128>>>>>(
-          args, ld, choice);
-    }
-    return "OVERLAP_OPS_SM90_TILE_CHUNK needs a 64- or 128-column store "
-           "tile";
-  } else {
-    return "OVERLAP_OPS_SM90_TILE_CHUNK is built only for the large config "
-           "(wgrad)";
   }
+  return run_grouped_gemm<
+      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<Stored>>>(args, ld,
+                                                                   choice);
 }
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
@@ -624,19 +617,13 @@ const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
                   typename EpilogueTileOf<
                       KTile<StoreTileConfig<Base, 64>>>::type,
                   cute::Shape<cute::_128, cute::_64>>);
-    if (choice.tile_chunk > 1) {
-      return run_chunked_store_tile<In, Out, kARowMajor, kBRowMajor, KTile,
-                                    Base>(args, ld, choice);
-    }
     if (choice.store_tile_cols == 64) {
-      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                          KTile<StoreTileConfig<Base, 64>>>>(
-          args, ld, choice);
+      return run_store_width<In, Out, kARowMajor, kBRowMajor, KTile, Base,
+                             64>(args, ld, choice);
     }
     if (choice.store_tile_cols == 128) {
-      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                          KTile<StoreTileConfig<Base, 128>>>>(
-          args, ld, choice);
+      return run_store_width<In, Out, kARowMajor, kBRowMajor, KTile, Base,
+                             128>(args, ld, choice);
     }
     return "store_tile_cols must be 0, 64 or 128";
   } else {
