@@ -605,6 +605,46 @@ class TestSm90TileConfig(TestCase):
             index(0, 132, 2, 0, 0)
 
     @needs_extension
+    def test_tile_chunk_for_few_tokens_per_group(self):
+        # The chunked tile order (GroupedMMTileChoice.h): chunk 4 for 16-bit
+        # wgrad on large with at most 16 tokens and 264 output tiles
+        # (128x256) per group, where group switches dominate; CUTLASS's
+        # order (1) elsewhere.
+        def chunk(config, same_16bit_out, grouped, extent, m=2048, n=1536):
+            return torch.ops.overlap_ops._sm90_tile_chunk(
+                config, same_16bit_out, grouped, extent, m, n)
+        # The suite's wgrad rows (tokens per group, each group's output)
+        # and what won there on the H200
+        # (results/tiles/2026-12-02-tile-chunk).
+        rows = {"qwen3_decode": (8, 2048, 1536, 4),
+                "deepseek_v3_decode": (64, 7168, 4096, 1),
+                "grin_moe": (128, 4096, 6400, 1),
+                "qwen3_30b_a3b_w2": (512, 768, 2048, 1)}
+        for name, (tokens, m, n, expected) in rows.items():
+            self.assertEqual(chunk("large", True, "k", tokens, m, n),
+                             expected, name)
+        self.assertEqual(chunk("large", True, "k", 0), 4)
+        self.assertEqual(chunk("large", True, "k", 16), 4)
+        self.assertEqual(chunk("large", True, "k", 17), 1)
+        # 264 tiles of 128x256 per group, and one more row of tiles.
+        self.assertEqual(chunk("large", True, "k", 8, 128 * 33, 256 * 8), 4)
+        self.assertEqual(chunk("large", True, "k", 8, 128 * 33 + 1, 2048),
+                         1)
+        self.assertEqual(chunk("large", True, "k", 8, 0, 0), 4)
+        # Built only with the wider store tiles of 16-bit wgrad on large.
+        self.assertEqual(chunk("large", False, "k", 8), 1)
+        self.assertEqual(chunk("large", True, "rows", 8), 1)
+        self.assertEqual(chunk("large", True, "none", 8), 1)
+        for config in ("small", "medium", "large_solo", "wide"):
+            self.assertEqual(chunk(config, True, "k", 8), 1, config)
+        with self.assertRaisesRegex(RuntimeError, "mean_extent must"):
+            chunk("large", True, "k", -1)
+        with self.assertRaisesRegex(RuntimeError, "group_m and group_n"):
+            chunk("large", True, "k", 8, -1, 8)
+        with self.assertRaisesRegex(RuntimeError, "config must be"):
+            chunk("huge", True, "k", 8)
+
+    @needs_extension
     def test_store_tile_widens_16_bit_same_dtype_output_only(self):
         # The 128x256 configs' epilogue subtile (GroupedMMTileChoice.h):
         # on large, for 16-bit wgrad with output in the input dtype, 128
@@ -1534,15 +1574,17 @@ class TestSm90StoreTile(HopperTestCase):
 
 
 class TestSm90TileChunk(HopperTestCase):
-    """The chunked tile order (OVERLAP_OPS_SM90_TILE_CHUNK, an experiment,
-    off by default; GroupedMMTileOrder.h): each CTA of the large config
-    takes `chunk` consecutive output tiles instead of one tile every grid
-    size, so it changes group less often. Built for 16-bit wgrad (grouped
-    along K, output in the input dtype) with either store width. The same
+    """The chunked tile order (GroupedMMTileOrder.h; chunk 4 by default for
+    16-bit wgrad with at most 16 tokens per group, pinned here with
+    OVERLAP_OPS_SM90_TILE_CHUNK): each CTA of the large config takes
+    `chunk` consecutive output tiles instead of one tile every grid size,
+    so it changes group less often. Built for 16-bit wgrad (grouped along
+    K, output in the input dtype) with either store width. The same
     results as the float64 reference per group, with empty, one-token and
     ragged groups, more than 1024 groups, a bias, both rasters, and a
     carveout of SMs - 8 so each CTA walks many tiles; the kernel run is
-    the chunked one; other calls raise while it is pinned."""
+    the chunked one where pinned or chosen, the plain one where switched
+    off or not chosen; other calls raise while a chunk is pinned."""
 
     def _chunked(self, chunk, **extra):
         env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": "large",
@@ -1581,14 +1623,26 @@ class TestSm90TileChunk(HopperTestCase):
             names = {name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs))}
             return _sm90_gemm_names(names)
-        with self._chunked("4"):
-            chunked = kernels()
-        self.assertEqual(len(chunked), 1, chunked)
-        self.assertIn("ChunkedGroupProblemShape", next(iter(chunked)))
-        with self._chunked("auto"):
-            plain = kernels()
-        self.assertEqual(len(plain), 1, plain)
-        self.assertNotIn("ChunkedGroupProblemShape", next(iter(plain)))
+        def chunked(env):
+            with env:
+                names = kernels()
+            self.assertEqual(len(names), 1, names)
+            return "ChunkedGroupProblemShape" in next(iter(names))
+        self.assertTrue(chunked(self._chunked("4")))
+        self.assertFalse(chunked(self._chunked("off")))
+        # The default (tile_chunk_for), no switch set: 8 tokens per group
+        # take the chunked order, 64 do not.
+        no_switches = unittest.mock.patch.dict(os.environ)
+        with no_switches:
+            for name in (_BACKEND_ENV, "OVERLAP_OPS_SM90_TILE",
+                         "OVERLAP_OPS_SM90_TILE_CHUNK",
+                         "OVERLAP_OPS_SM90_STORE_TILE"):
+                os.environ.pop(name, None)
+            self.assertTrue(chunked(contextlib.nullcontext()))
+            sizes = [64] * 40
+            a, b = _wgrad_operands(device, torch.bfloat16, sizes, 392, 1032)
+            offs = make_offsets(sizes, device)
+            self.assertFalse(chunked(contextlib.nullcontext()))
 
     def test_other_calls_raise(self, device):
         sizes = [40, 0, 300]
@@ -1607,6 +1661,11 @@ class TestSm90TileChunk(HopperTestCase):
             with self.assertRaisesRegex(RuntimeError,
                                         "TILE_CHUNK is built only for"):
                 _grouped_mm(fa, fb, offs)
+        # off applies to every call.
+        with unittest.mock.patch.dict(
+                os.environ, {_BACKEND_ENV: "sm90",
+                             "OVERLAP_OPS_SM90_TILE_CHUNK": "off"}):
+            self._run_and_check(fa, fb, offs)
 
 
 class TestSm90DirectClusterLaunch(HopperTestCase):

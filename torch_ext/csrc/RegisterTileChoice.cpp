@@ -64,6 +64,25 @@ int64_t sm90_store_tile_cols(const std::string& config, bool same_16bit_out,
                                     grouped == "rows", mean_extent});
 }
 
+// The chunked tile order's chunk (tile_chunk_for; 1: CUTLASS's order) for
+// a call that runs `config` with the heuristic's store subtile, each
+// group's output group_m x group_n; the other arguments as
+// sm90_store_tile_cols's.
+int64_t sm90_tile_chunk(const std::string& config, bool same_16bit_out,
+                        const std::string& grouped, int64_t mean_extent,
+                        int64_t group_m, int64_t group_n) {
+  TORCH_CHECK(group_m >= 0 && group_n >= 0,
+              "group_m and group_n must be >= 0, got ", group_m, ", ",
+              group_n);
+  namespace sm90 = at::native::grouped_mm::sm90;
+  const int64_t cols =
+      sm90_store_tile_cols(config, same_16bit_out, grouped, mean_extent);
+  return sm90::tile_chunk_for({*sm90::tile_config_named(config),
+                               same_16bit_out, grouped == "k",
+                               grouped == "rows", mean_extent},
+                              static_cast<int>(cols), group_m, group_n);
+}
+
 // The linear tile index a CTA takes at a turn in the chunked tile order
 // (chunked_tile_index, GroupedMMTileOrder.h).
 int64_t sm90_chunked_tile_index(int64_t first_cta, int64_t grid_ctas,
@@ -97,4 +116,7 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_sm90_store_tile_cols(str config, bool same_16bit_out, "
         "str grouped, int mean_extent) -> int",
         &overlap_ops::sm90_store_tile_cols);
+  m.def("_sm90_tile_chunk(str config, bool same_16bit_out, str grouped, "
+        "int mean_extent, int group_m, int group_n) -> int",
+        &overlap_ops::sm90_tile_chunk);
 }

@@ -99,7 +99,7 @@ struct StoreTileConfig : Base {
 };
 
 // TileChunked: a config whose kernel takes the chunked tile order
-// (GroupedMMTileOrder.h; TileChoice::tile_chunk, an experiment): the same
+// (GroupedMMTileOrder.h; TileChoice::tile_chunk): the same
 // tiles and epilogue, with ChunkedGroupProblemShape selecting the
 // scheduler.
 template <typename Base>
@@ -586,9 +586,9 @@ constexpr bool kBuildsSoloStoreTiles =
     !std::is_same_v<In, float> && std::is_same_v<In, Out> && kARowMajor;
 
 // Base through kCols-column store tiles, in the chunked tile order where
-// the call pins one (TileChoice::tile_chunk, an experiment built on the
-// large config only; the dispatcher refuses a pinned chunk on any other
-// config before it gets here).
+// the call takes one (TileChoice::tile_chunk, built on the large config
+// only; the dispatcher refuses a pinned chunk on any other config before
+// it gets here).
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
           template <typename> class KTile, typename Base, int kCols>
 const char* run_store_width(const LaunchArgs& args, const LeadingDims& ld,

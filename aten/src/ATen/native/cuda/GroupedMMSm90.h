@@ -67,11 +67,12 @@ struct TileChoice {
   // pinned 64 or 128, calls that reach either config in other units
   // raise; calls on other configs ignore it.
   int store_tile_cols = 0;
-  // An experiment, off (1) by default: the chunked tile order of
-  // GroupedMMTileOrder.h, each CTA taking this many consecutive tiles
-  // (OVERLAP_OPS_SM90_TILE_CHUNK=2|4|8|16). Built for the large config in
-  // 16-bit wgrad's units, with its store tiles; calls that reach another
-  // config or unit raise while it is pinned.
+  // The chunked tile order of GroupedMMTileOrder.h, each CTA taking this
+  // many consecutive tiles; 1 is CUTLASS's order. tile_chunk_for picks 4
+  // for 16-bit wgrad with few tokens per group; OVERLAP_OPS_SM90_TILE_CHUNK
+  // =off|2|4|8|16 pins it. Built for the large config in 16-bit wgrad's
+  // units, with its store tiles; calls that reach another config or unit
+  // raise while one is pinned.
   int tile_chunk = 1;
 };
 

@@ -158,6 +158,35 @@ int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
        args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)});
 }
 
+// The chunked tile order's chunk (tile_chunk_for; 1: CUTLASS's order), or
+// the one pinned by OVERLAP_OPS_SM90_TILE_CHUNK=off|2|4|8|16 for A/B runs.
+// The chunked kernels are built for one kind of call only, so a pinned
+// chunk raises on the others rather than timing a different kernel.
+int pick_tile_chunk(const LaunchArgs& args, const sm90::TileChoice& choice) {
+  const size_t pinned = env_choice("OVERLAP_OPS_SM90_TILE_CHUNK",
+                                   {"off", "2", "4", "8", "16"});
+  if (pinned == 0) {
+    const ScalarType in = args.a.scalar_type();
+    return sm90::tile_chunk_for(
+        {choice.config, in != kFloat && args.out.scalar_type() == in,
+         args.geo.grouped == GroupedDim::kReduction,
+         args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)},
+        choice.store_tile_cols, args.geo.m, args.geo.n);
+  }
+  if (pinned == 1) {
+    return 1;
+  }
+  TORCH_CHECK(
+      choice.config == sm90::TileConfig::kLarge &&
+          choice.store_tile_cols != 0,
+      "grouped_mm: OVERLAP_OPS_SM90_TILE_CHUNK is built only for bf16 -> "
+      "bf16 and fp16 -> fp16 calls grouped along K (wgrad) on the large "
+      "config; this call runs ",
+      sm90::tile_config_name(choice.config),
+      choice.store_tile_cols == 0 ? " without a wider store tile" : "");
+  return 1 << (pinned - 1);
+}
+
 // The direct read of N-major TF32 weights: 128-token tiles for small
 // groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
 // OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
@@ -289,23 +318,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       env_choice("OVERLAP_OPS_SM90_SWIZZLE", {"1", "2", "4", "8"});
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
-  // OVERLAP_OPS_SM90_TILE_CHUNK=2|4|8|16: the chunked tile order
-  // experiment (sm90::TileChoice::tile_chunk); unset or auto: off. Built
-  // for one kind of call only, so a pinned chunk raises on the others
-  // rather than timing a different kernel.
-  const size_t chunk =
-      env_choice("OVERLAP_OPS_SM90_TILE_CHUNK", {"2", "4", "8", "16"});
-  if (chunk != 0) {
-    choice.tile_chunk = 1 << chunk;
-    TORCH_CHECK(
-        choice.config == sm90::TileConfig::kLarge &&
-            choice.store_tile_cols != 0,
-        "grouped_mm: OVERLAP_OPS_SM90_TILE_CHUNK is built only for bf16 -> "
-        "bf16 and fp16 -> fp16 calls grouped along K (wgrad) on the large "
-        "config; this call runs ",
-        sm90::tile_config_name(choice.config),
-        choice.store_tile_cols == 0 ? " without a wider store tile" : "");
-  }
+  choice.tile_chunk = pick_tile_chunk(args, choice);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {

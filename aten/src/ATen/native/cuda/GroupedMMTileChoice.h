@@ -173,6 +173,41 @@ inline int store_tile_cols_for(const StoreTileQuery& q) {
   return 0;
 }
 
+// The chunked tile order (GroupedMMTileOrder.h): each CTA takes
+// kChunkedOrderTiles consecutive output tiles at a time instead of one
+// every grid size, so it changes group (and rewrites its TMA descriptors,
+// ~0.9 us) every 4 tiles instead of at nearly every tile. Built for the
+// wider-store large kernels of 16-bit wgrad (store_tile_cols != 0), and
+// chosen where groups have few tokens, so each tile is short and the
+// switches dominate, and where a group has few output tiles, so a CTA
+// changes group at nearly every step of the plain order (with more tiles
+// per group than the grid has CTAs it changes group every few steps
+// already). Measured on the H200 (results/tiles/2026-12-02-tile-chunk,
+// bf16 wgrad, same-run A/B): chunk 4 took 0.80 of the plain order's time
+// on qwen3_decode (8 tokens and 96 tiles per group; 0.85 skewed) but
+// 1.03-1.04 on deepseek_v3_decode (64) and grin_moe (128), and up to 1.16
+// on qwen3_30b_a3b_w2 skewed (512; chunk 8 1.51: more groups in flight
+// than L2 holds). The bounds between are from the sweep in the same
+// directory.
+constexpr int64_t kChunkedOrderMaxTokens = 16;
+constexpr int64_t kChunkedOrderMaxGroupTiles = 264;
+constexpr int kChunkedOrderTiles = 4;
+
+// q: the call (store_tile_cols_for's query); store_tile_cols: the subtile
+// it runs (a pinned CUTLASS subtile has no chunked kernel); group_m x
+// group_n: each group's output (wgrad: host-known).
+inline int tile_chunk_for(const StoreTileQuery& q, int store_tile_cols,
+                          int64_t group_m, int64_t group_n) {
+  const bool built = q.config == TileConfig::kLarge && q.k_grouped &&
+      q.same_16bit_out && store_tile_cols != 0;
+  // The large config's 128x256 tiles.
+  const int64_t group_tiles = ((group_m + 127) / 128) * ((group_n + 255) / 256);
+  return built && q.mean_extent <= kChunkedOrderMaxTokens &&
+          group_tiles <= kChunkedOrderMaxGroupTiles
+      ? kChunkedOrderTiles
+      : 1;
+}
+
 // Which way the persistent scheduler walks a group's output tiles.
 // Consecutive CTAs take consecutive tiles, so one wave of CTAs shares the
 // operand tiles of the dimension walked first; the other operand streams

@@ -1,10 +1,10 @@
 #pragma once
 
 // The order in which a persistent CTA takes the output tiles of a grouped
-// call (an experiment, off by default: OVERLAP_OPS_SM90_TILE_CHUNK). Plain
-// arithmetic, so the CPU tests check it through a private op of the
-// extension; the Hopper tile scheduler (GroupedMMSm90TileScheduler.cuh)
-// applies it on the device.
+// call (tile_chunk_for in GroupedMMTileChoice.h picks the chunk;
+// OVERLAP_OPS_SM90_TILE_CHUNK pins it). Plain arithmetic, so the CPU tests
+// check it through a private op of the extension; the Hopper tile
+// scheduler (GroupedMMSm90TileScheduler.cuh) applies it on the device.
 //
 // CUTLASS's group scheduler gives the CTA at linear index `first` the
 // tiles first, first + P, first + 2P, ... of all groups' tiles laid end to
