@@ -558,6 +558,14 @@ class TestSm90TileConfig(TestCase):
         self.assertEqual(raster(4097, 4096), "n")
         with self.assertRaisesRegex(RuntimeError, "must be >= 0"):
             raster(-1, 4)
+        # The swapped TF32 kernel: tokens (its N) first on 128-token tiles,
+        # so a group's token tiles share each weight tile in L2 (grin_moe
+        # skewed and sparse fwd 0.93 / 0.95 of M first's time); weights
+        # first on 256-token tiles, where N first lost on the large rows
+        # (results/tiles/2026-12-02-tile-chunk/tf32, tf32/2026-12-01b-raster).
+        swapped = torch.ops.overlap_ops._sm90_swapped_raster_order
+        self.assertEqual(swapped(True), "n")
+        self.assertEqual(swapped(False), "m")
 
     @needs_extension
     def test_chunked_tile_order(self):
@@ -607,7 +615,7 @@ class TestSm90TileConfig(TestCase):
     @needs_extension
     def test_tile_chunk_for_few_tokens_per_group(self):
         # The chunked tile order (GroupedMMTileChoice.h): chunk 4 for 16-bit
-        # wgrad on large with at most 16 tokens and 264 output tiles
+        # wgrad on large with at most 32 tokens and 264 output tiles
         # (128x256) per group, where group switches dominate; CUTLASS's
         # order (1) elsewhere.
         def chunk(config, same_16bit_out, grouped, extent, m=2048, n=1536):
@@ -624,8 +632,18 @@ class TestSm90TileConfig(TestCase):
             self.assertEqual(chunk("large", True, "k", tokens, m, n),
                              expected, name)
         self.assertEqual(chunk("large", True, "k", 0), 4)
-        self.assertEqual(chunk("large", True, "k", 16), 4)
-        self.assertEqual(chunk("large", True, "k", 17), 1)
+        # The sweep (sweep/ in the same directory): 16 and 32 tokens with
+        # 96 tiles per group, 8 and 16 with 256, won; 384 to 896 tiles did
+        # not.
+        for tokens, m, n in ((16, 2048, 1536), (32, 2048, 1536),
+                             (8, 4096, 2048), (16, 4096, 2048)):
+            self.assertEqual(chunk("large", True, "k", tokens, m, n), 4)
+        for tokens, m, n in ((8, 8192, 1536), (8, 16384, 1536),
+                             (8, 7168, 4096), (16, 7168, 4096),
+                             (8, 3584, 5120)):
+            self.assertEqual(chunk("large", True, "k", tokens, m, n), 1)
+        self.assertEqual(chunk("large", True, "k", 32), 4)
+        self.assertEqual(chunk("large", True, "k", 33), 1)
         # 264 tiles of 128x256 per group, and one more row of tiles.
         self.assertEqual(chunk("large", True, "k", 8, 128 * 33, 256 * 8), 4)
         self.assertEqual(chunk("large", True, "k", 8, 128 * 33 + 1, 2048),
@@ -1575,7 +1593,7 @@ class TestSm90StoreTile(HopperTestCase):
 
 class TestSm90TileChunk(HopperTestCase):
     """The chunked tile order (GroupedMMTileOrder.h; chunk 4 by default for
-    16-bit wgrad with at most 16 tokens per group, pinned here with
+    16-bit wgrad with at most 32 tokens and 264 tiles per group, pinned here with
     OVERLAP_OPS_SM90_TILE_CHUNK): each CTA of the large config takes
     `chunk` consecutive output tiles instead of one tile every grid size,
     so it changes group less often. Built for 16-bit wgrad (grouped along

@@ -43,6 +43,16 @@ std::string sm90_raster_order(int64_t mean_m, int64_t mean_n) {
       : "n";
 }
 
+// "m" or "n": the swapped TF32 kernel's walk (swapped_raster_order_for),
+// on its 128-token tiles (narrow) or the others.
+std::string sm90_swapped_raster_order(bool narrow_token_tile) {
+  namespace sm90 = at::native::grouped_mm::sm90;
+  return sm90::swapped_raster_order_for(narrow_token_tile) ==
+          sm90::RasterOrder::kAlongM
+      ? "m"
+      : "n";
+}
+
 // The 128x256 configs' epilogue subtile columns (0: CUTLASS's choice) for
 // a call that runs `config` (store_tile_cols_for): same_16bit_out for
 // 16-bit inputs with output in the input dtype; grouped "k" (wgrad),
@@ -110,6 +120,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::sm90_tile_config);
   m.def("_sm90_raster_order(int mean_m, int mean_n) -> str",
         &overlap_ops::sm90_raster_order);
+  m.def("_sm90_swapped_raster_order(bool narrow_token_tile) -> str",
+        &overlap_ops::sm90_swapped_raster_order);
   m.def("_sm90_chunked_tile_index(int first_cta, int grid_ctas, "
         "int cluster_ctas, int chunk, int step) -> int",
         &overlap_ops::sm90_chunked_tile_index);

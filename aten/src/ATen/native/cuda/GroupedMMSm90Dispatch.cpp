@@ -193,23 +193,32 @@ int pick_tile_chunk(const LaunchArgs& args, const sm90::TileChoice& choice) {
 // 128, large_solo 256, large 256 on 2-CTA clusters sharing each token
 // tile (an experiment that did not win: 0.99x in geometric mean,
 // results/tf32/2026-12-01a-narrow); small and wide leave it to the rule.
-const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
-                          sm90::TileChoice choice) {
+enum class MnBTile { kNarrow, kWide, kCluster };
+
+MnBTile tf32_mn_b_tile(const Geometry& geo) {
   std::optional<sm90::TileConfig> pinned = requested_tile_config();
   if (pinned == sm90::TileConfig::kSmall ||
       pinned == sm90::TileConfig::kWide) {
     pinned.reset();
   }
-  const bool narrow = pinned
-      ? *pinned == sm90::TileConfig::kMedium
-      : tf32_mn_b_narrow_wins(args.geo.extent, args.geo.num_groups);
-  if (narrow) {
-    return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
+  if (pinned ? *pinned == sm90::TileConfig::kMedium
+             : tf32_mn_b_narrow_wins(geo.extent, geo.num_groups)) {
+    return MnBTile::kNarrow;
   }
-  if (pinned == sm90::TileConfig::kLarge) {
-    return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
+  return pinned == sm90::TileConfig::kLarge ? MnBTile::kCluster
+                                            : MnBTile::kWide;
+}
+
+const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
+                          sm90::TileChoice choice, MnBTile tile) {
+  switch (tile) {
+    case MnBTile::kNarrow:
+      return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
+    case MnBTile::kCluster:
+      return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
+    default:
+      return sm90::run_sm90_tf32_mn_b(args, ld, choice);
   }
-  return sm90::run_sm90_tf32_mn_b(args, ld, choice);
 }
 
 // OVERLAP_OPS_SM90_RASTER=m|n, read with the other switches before any
@@ -227,18 +236,17 @@ std::optional<sm90::RasterOrder> requested_raster_order() {
 
 // The rule of raster_order_for over a group's output extents as the host
 // knows them, or OVERLAP_OPS_SM90_RASTER=m|n pinned for A/B runs. The
-// swapped TF32 kernel keeps CUTLASS's M first (its weights first): N
-// first, which the rule picks there, lost on the large skewed rows
-// (0.70-0.94x the time with M first, results/tf32/2026-12-01b-raster).
+// swapped TF32 kernel has its own rule (swapped_raster_order_for: tokens
+// first on its 128-token tiles, weights first on the others).
 // `pinned`: OVERLAP_OPS_SM90_RASTER's value (requested_raster_order).
 sm90::RasterOrder pick_raster_order(
-    const Geometry& geo, bool swapped,
+    const Geometry& geo, std::optional<MnBTile> swapped,
     std::optional<sm90::RasterOrder> pinned) {
   if (pinned) {
     return *pinned;
   }
   if (swapped) {
-    return sm90::RasterOrder::kAlongM;
+    return sm90::swapped_raster_order_for(*swapped == MnBTile::kNarrow);
   }
   return sm90::raster_order_for(host_group_m(geo), geo.n);
 }
@@ -358,9 +366,12 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  choice.raster = pick_raster_order(args.geo, mn_b_direct, pinned_raster);
-  const char* error = mn_b_direct
-      ? run_tf32_mn_b(args, ld, choice)
+  const std::optional<MnBTile> mn_b_tile = mn_b_direct
+      ? std::optional(tf32_mn_b_tile(args.geo))
+      : std::nullopt;
+  choice.raster = pick_raster_order(args.geo, mn_b_tile, pinned_raster);
+  const char* error = mn_b_tile
+      ? run_tf32_mn_b(args, ld, choice, *mn_b_tile)
       : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   // Otherwise nothing to finish: the epilogue added the bias, the fill

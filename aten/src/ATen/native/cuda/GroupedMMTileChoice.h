@@ -187,9 +187,13 @@ inline int store_tile_cols_for(const StoreTileQuery& q) {
 // on qwen3_decode (8 tokens and 96 tiles per group; 0.85 skewed) but
 // 1.03-1.04 on deepseek_v3_decode (64) and grin_moe (128), and up to 1.16
 // on qwen3_30b_a3b_w2 skewed (512; chunk 8 1.51: more groups in flight
-// than L2 holds). The bounds between are from the sweep in the same
-// directory.
-constexpr int64_t kChunkedOrderMaxTokens = 16;
+// than L2 holds). The sweep in the same directory (sweep/) set the
+// bounds: chunk 4 took 0.79-0.85 of the plain order's time at 16 and 32
+// tokens with 96 tiles per group and 0.88-0.94 at 8 and 16 tokens with
+// 256, but 1.00-1.02 with 384 to 896 tiles (8 and 16 tokens). Not
+// measured between 32 and 512 tokens with few tiles, so the bound stays
+// at what was measured.
+constexpr int64_t kChunkedOrderMaxTokens = 32;
 constexpr int64_t kChunkedOrderMaxGroupTiles = 264;
 constexpr int kChunkedOrderTiles = 4;
 
@@ -224,6 +228,22 @@ enum class RasterOrder { kAlongM, kAlongN };
 
 inline RasterOrder raster_order_for(int64_t mean_m, int64_t mean_n) {
   return mean_m <= mean_n ? RasterOrder::kAlongM : RasterOrder::kAlongN;
+}
+
+// The swapped TF32 kernel (N-major weights read directly; its M is the
+// weights' N, its N the tokens). On 256-token tiles, M first: N first
+// lost on the large rows (mixtral_8x7b_w13 skewed 1.07x, qwen3_30b_a3b_w13
+// skewed 1.06x the time of M first, results/tf32/2026-12-01b-raster). On
+// 128-token tiles (groups of up to 128 rows on average), tokens first: a
+// group of more than 128 rows then has its token tiles of one weight tile
+// on neighbouring CTAs, which read that weight tile from L2 together
+// rather than streaming the group's weights again per token tile. There
+// it took grin_moe's fwd to 0.93 (skewed) and 0.95 (sparse) of M first's
+// time, and changed no other narrow row by more than 1%
+// (results/tiles/2026-12-02-tile-chunk/tf32; the same rows in the 12-01b
+// raster run: 0.93-1.01).
+inline RasterOrder swapped_raster_order_for(bool narrow_token_tile) {
+  return narrow_token_tile ? RasterOrder::kAlongN : RasterOrder::kAlongM;
 }
 
 }  // namespace at::native::grouped_mm::sm90
