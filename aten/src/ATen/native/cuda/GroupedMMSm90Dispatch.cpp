@@ -136,6 +136,15 @@ sm90::TileChoice pick_tile_choice(const Geometry& geo, ScalarType in) {
   return {sm90::tile_config_for(query, requested_tile_config())};
 }
 
+// What the store-tile and tile-order rules know of a call on `config`.
+sm90::StoreTileQuery store_tile_query(const LaunchArgs& args,
+                                      sm90::TileConfig config) {
+  const ScalarType in = args.a.scalar_type();
+  return {config, in != kFloat && args.out.scalar_type() == in,
+          args.geo.grouped == GroupedDim::kReduction,
+          args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)};
+}
+
 // The 128x256 configs' epilogue subtile width (store_tile_cols_for), or
 // the one pinned by OVERLAP_OPS_SM90_STORE_TILE=cutlass|64|128 for A/B
 // runs. A pinned 64 or 128 raises on a call whose unit does not build it
@@ -151,11 +160,7 @@ int pick_store_tile_cols(const LaunchArgs& args, sm90::TileConfig config) {
     default:
       break;
   }
-  const ScalarType in = args.a.scalar_type();
-  return sm90::store_tile_cols_for(
-      {config, in != kFloat && args.out.scalar_type() == in,
-       args.geo.grouped == GroupedDim::kReduction,
-       args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)});
+  return sm90::store_tile_cols_for(store_tile_query(args, config));
 }
 
 // The chunked tile order's chunk (tile_chunk_for; 1: CUTLASS's order), or
@@ -166,12 +171,9 @@ int pick_tile_chunk(const LaunchArgs& args, const sm90::TileChoice& choice) {
   const size_t pinned = env_choice("OVERLAP_OPS_SM90_TILE_CHUNK",
                                    {"off", "2", "4", "8", "16"});
   if (pinned == 0) {
-    const ScalarType in = args.a.scalar_type();
-    return sm90::tile_chunk_for(
-        {choice.config, in != kFloat && args.out.scalar_type() == in,
-         args.geo.grouped == GroupedDim::kReduction,
-         args.geo.grouped == GroupedDim::kRows, mean_group_extent(args.geo)},
-        choice.store_tile_cols, args.geo.m, args.geo.n);
+    return sm90::tile_chunk_for(store_tile_query(args, choice.config),
+                                choice.store_tile_cols, args.geo.m,
+                                args.geo.n);
   }
   if (pinned == 1) {
     return 1;
