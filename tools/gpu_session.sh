@@ -118,6 +118,14 @@ for stage in "$@"; do
       timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q test \
         -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
+    testk)
+      # The CUDA tests matching TEST_K (pytest -k), e.g. the changed
+      # kernels' tests before the whole suite: "CUDA and (TileChunk or
+      # Tf32MnB)".
+      timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q test \
+        -k "${TEST_K:?set TEST_K to a pytest -k expression}" 2>&1 \
+        | tee "$OUT/test_k.log" | tail -5
+      ;;
     testtiles)
       # The CUDA grouped-mm tests once per forced SM90 tile config, so every
       # config runs every case (the heuristic alone leaves some untested).
@@ -386,6 +394,33 @@ for stage in "$@"; do
       timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/padk" \
         --passes wgrad --dtypes fp32 ${PADK_CASES:+--cases $PADK_CASES} \
         --variant sm80k:OVERLAP_OPS_SM90_TF32_PADDED_K=off 2>&1 | tail -20
+      ;;
+    benchplan)
+      # Several bench runs in one call, each into its own folder
+      # $OUT/plan/<name> of the tarball (the device tool returns at most 8
+      # files: a hand-made script writing each run's files next to the
+      # tarball lost a sweep's JSON, nineteenth session). BENCH_PLAN:
+      # "name bench-args...; name bench-args...", run in order until
+      # SESSION_BUDGET_S runs out; the tarball is packed after each.
+      IFS=';' read -ra runs <<< "${BENCH_PLAN:?set BENCH_PLAN}"
+      for run in "${runs[@]}"; do
+        read -r name args <<< "$run"
+        [[ -n $name ]] || continue
+        if [[ ! $name =~ ^[A-Za-z0-9_.-]+$ ]]; then
+          echo "benchplan: '$name' is not a folder name"; exit 2
+        fi
+        left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+        echo "benchplan $name: $left s left"
+        if (( left < 20 )); then
+          echo "benchplan: stopped, too little time"
+          break
+        fi
+        mkdir -p "$OUT/plan/$name"
+        # $args unquoted: the bench's own arguments, split on spaces.
+        timeout "$left" python3 tools/bench_grouped_mm.py \
+          --out "$OUT/plan/$name" $args 2>&1 | tail -8
+        tar czf "$TARBALL" -C "$OUT" .
+      done
       ;;
     benchmain)
       # Every dtype and pass of the shared suite from this build, in parts
