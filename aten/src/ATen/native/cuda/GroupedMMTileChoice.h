@@ -240,8 +240,8 @@ inline RasterOrder raster_order_for(int64_t mean_m, int64_t mean_n) {
 // rather than streaming the group's weights again per token tile. There
 // it took grin_moe's fwd to 0.93 (skewed) and 0.95 (sparse) of M first's
 // time, and changed no other narrow row by more than 1%
-// (results/tiles/2026-12-02-tile-chunk/tf32; the same rows in the 12-01b
-// raster run: 0.93-1.01).
+// (results/tiles/2026-12-02-tile-chunk/tf32; 0.96 and 0.96 in its
+// confirm run; the same rows in the 12-01b raster run: 0.93-1.02).
 inline RasterOrder swapped_raster_order_for(bool narrow_token_tile) {
   return narrow_token_tile ? RasterOrder::kAlongN : RasterOrder::kAlongM;
 }
