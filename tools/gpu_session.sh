@@ -111,9 +111,9 @@ for stage in "$@"; do
       # ptxas C7515 (serialized wgmma): correct but slower on every call.
       grep -o "C7515.*" "$OUT/build.log" | cut -c1-300 | sed 's/^/WARNING /'
       echo "build rc=$rc in $((SECONDS - start)) s"
-      # Each unit's compile time from ninja's logs (one per target group,
-      # run one after another by torch_ext/setup.py), slowest first: what
-      # bounds the build, and what running the groups at once would save.
+      # Each unit's compile time from ninja's log, slowest first: what
+      # bounds the build (torch_ext/setup.py compiles every unit in one
+      # ninja run since the nineteenth session).
       find torch_ext/build -name .ninja_log | while read -r log; do
         awk -v g="$(basename "$(dirname "$log")")" \
           '!/^#/ {printf "%7.1f s  %s  %s\n", ($2 - $1) / 1000, g, $4}' "$log"

@@ -9,7 +9,7 @@ Environment:
   OVERLAP_OPS_ARCHS     CUDA targets, default "90a;80": sm_90a SASS for the
                         Hopper kernels, sm_80 SASS + compute_80 PTX for the
                         SM80 kernels (JIT-compiled on Hopper), both for the
-                        rest; see _cuda_targets
+                        rest; see nvcc_targets.cuda_targets
   CUTLASS_INCLUDE_DIR   CUTLASS headers; default: the nvidia-cutlass wheel
   MAX_JOBS              parallel compile jobs (ninja)
   OVERLAP_OPS_CUDA_SOURCES  regex on file names: compile only those CUDA
@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -32,6 +33,10 @@ from torch.utils import cpp_extension
 ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parent
 ATEN = REPO / "aten" / "src"
+sys.path.insert(0, str(ROOT))
+import nvcc_targets  # noqa: E402  (next to this file)
+
+IS_HIP = cpp_extension.IS_HIP_EXTENSION
 
 SUPPORTED_TORCH = ((2, 11), (2, 14))
 
@@ -129,75 +134,31 @@ def _cutlass_includes() -> list[str]:
     return [str(src / "include"), str(src / "tools" / "util" / "include")]
 
 
-_PTX_80 = "-gencode=arch=compute_80,code=compute_80"
-
-
-def _archs() -> list[str]:
-    archs = os.environ.get("OVERLAP_OPS_ARCHS", "90a;80").split(";")
-    return [arch.strip() for arch in archs if arch.strip()]
-
-
-def _sass(archs: list[str]) -> list[str]:
-    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
-
-
-def _cuda_targets(source: str) -> tuple[str, list[str]]:
-    """(object subfolder, nvcc -gencode flags) for one source file.
-
-    - GroupedMMSm90_*.cu (CUTLASS 3.x, WGMMA/TMA): Hopper targets only. They
-      compile to empty bodies anywhere else, and only SM90 launches them.
-    - GroupedMMSm80_*.cu (CUTLASS 2.x, mma.sync): SASS for every target but
-      Hopper, plus compute_80 PTX. Without Hopper SASS in their image, an
-      H200 runs these kernels from the PTX through the driver's JIT, as a
-      GPU newer than every SASS target (SM120 without sm_120) does; the
-      forced SM80 path on the H200 therefore tests that PTX. The TF32 one
-      (GroupedMMSm80_tf32.cu) also gets Hopper SASS: Hopper runs it by
-      default for some float32 calls (GroupedMMTf32Route.h), so no JIT.
-    - everything else: every target, plus compute_80 PTX when 80 is listed.
-    """
-    archs = _archs()
-    name = os.path.basename(source)
-    if name.startswith("GroupedMMSm90_"):
-        return "sm90", _sass([a for a in archs if a.startswith("9")] or archs)
-    if name == "GroupedMMSm80_tf32.cu":
-        return "sm80_tf32", _sass(archs) + [_PTX_80]
-    if name.startswith("GroupedMMSm80_"):
-        return "sm80", _sass([a for a in archs if not a.startswith("9")]) + [
-            _PTX_80]
-    return "", _sass(archs) + ([_PTX_80] if "80" in archs else [])
-
-
 class _BuildExtension(cpp_extension.BuildExtension):
-    """cpp_extension passes one nvcc flag list to every .cu file. This runs
-    its ninja compile once per target group of _cuda_targets, each group in
-    its own object folder (and so its own build.ninja), with that group's
-    -gencode flags appended."""
+    """Compiles every source in one ninja run (MAX_JOBS shared by all),
+    with each CUDA file's own -gencode flags (nvcc_targets.cuda_targets):
+    ninja calls nvcc through nvcc_targets.py (PYTORCH_NVCC), which appends
+    them. The user's PYTORCH_NVCC (e.g. a ccache wrapper) is the compiler
+    that script runs."""
 
     def build_extension(self, ext) -> None:
-        compile_all = self.compiler.compile
-
-        def compile_by_targets(sources, output_dir=None, *args,
-                               extra_postargs=None, **kwargs):
-            groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-            for source in sources:
-                folder, flags = _cuda_targets(source)
-                groups.setdefault((folder, tuple(flags)), []).append(source)
-            objects = {}
-            for (folder, flags), group in sorted(groups.items()):
-                post = dict(extra_postargs)
-                post["nvcc"] = list(post["nvcc"]) + list(flags)
-                built = compile_all(
-                    group, os.path.join(output_dir, folder), *args,
-                    extra_postargs=post, **kwargs)
-                objects.update(zip(group, built))
-            return [objects[source] for source in sources]
-
-        if any(source.endswith(".cu") for source in ext.sources):
-            self.compiler.compile = compile_by_targets
+        if IS_HIP or not any(s.endswith(".cu") for s in ext.sources):
+            super().build_extension(ext)
+            return
+        saved = {name: os.environ.get(name)
+                 for name in ("PYTORCH_NVCC", "OVERLAP_OPS_REAL_NVCC")}
+        os.environ["OVERLAP_OPS_REAL_NVCC"] = saved["PYTORCH_NVCC"] or \
+            shlex.quote(str(Path(cpp_extension.CUDA_HOME, "bin", "nvcc")))
+        os.environ["PYTORCH_NVCC"] = shlex.join(
+            [sys.executable, str(ROOT / "nvcc_targets.py")])
         try:
             super().build_extension(ext)
         finally:
-            self.compiler.compile = compile_all
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def _extension():
@@ -212,7 +173,9 @@ def _extension():
     wheel_inc, wheel_lib = _wheel_cuda_dirs()
     nvcc = ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
             "--expt-extended-lambda", "-DOVERLAP_OPS_WITH_CUDA",
-            "-DCUTLASS_ENABLE_GDC_FOR_SM90=1"]  # + _cuda_targets per file
+            "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
+            # -gencode flags per file, added by nvcc_targets.py in its place
+            nvcc_targets.ARCH_MARKER]
     return cpp_extension.CUDAExtension(
         "overlap_ops._C", _cpu_sources() + _cuda_sources(),
         include_dirs=include_dirs + wheel_inc + _cutlass_includes(),
