@@ -88,6 +88,23 @@ def _wgrad_operands(device, dtype, sizes, m, n):
     return a, b
 
 
+def _check_wgrad_cases(test, device, dtype, cases, env):
+    """Each (sizes, m, n, with_bias) wgrad case under `env` (a context
+    manager factory) and a carveout of SMs - 8, so each CTA walks many
+    tiles, checked against float64 per group by test._run_and_check."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    torch._C._set_sm_carveout_experimental(sms - 8)
+    try:
+        for sizes, m, n, with_bias in cases:
+            a, b = _wgrad_operands(device, dtype, sizes, m, n)
+            bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                    if with_bias else None)
+            with env():
+                test._run_and_check(a, b, make_offsets(sizes, device), bias)
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+
+
 def _fwd_operands(device, dtype, sizes, k, n, b_transposed):
     """A forward call's operands: a (sum(sizes), k) row-major; b (groups,
     k, n) row-major, or a column-major (K contiguous) view when
@@ -1486,21 +1503,11 @@ class TestSm90StoreTile(HopperTestCase):
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("cols", ["auto", "cutlass", "64", "128"])
     def test_matches_reference(self, device, dtype, cols):
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
         cases = [([300, 0, 1, 77, 130], 520, 264, True),
                  ([(i * 5) % 7 for i in range(1100)], 136, 72, False),
                  ([700, 0, 513, 1], 264, 200, True)]
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
-            for sizes, m, n, with_bias in cases:
-                a, b = _wgrad_operands(device, dtype, sizes, m, n)
-                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
-                        if with_bias else None)
-                with self._store_tile(cols):
-                    self._run_and_check(a, b, make_offsets(sizes, device),
-                                        bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        _check_wgrad_cases(self, device, dtype, cases,
+                           lambda: self._store_tile(cols))
 
     def test_runs_its_own_kernel(self, device):
         sizes = [40, 0, 300]
@@ -1614,23 +1621,14 @@ class TestSm90TileChunk(HopperTestCase):
     @parametrize("chunk", ["2", "4", "16"])
     @parametrize("raster", ["m", "n"])
     def test_matches_reference(self, device, dtype, chunk, raster):
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
         # 128-column store tiles up to 256 tokens per group, 64 beyond.
         cases = [([300, 0, 1, 77, 130], 520, 264, True),
                  ([(i * 5) % 7 for i in range(1100)], 136, 72, False),
                  ([700, 0, 513, 1], 264, 200, True),
                  ([8] * 40, 392, 1032, False)]
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
-            for sizes, m, n, with_bias in cases:
-                a, b = _wgrad_operands(device, dtype, sizes, m, n)
-                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
-                        if with_bias else None)
-                with self._chunked(chunk, OVERLAP_OPS_SM90_RASTER=raster):
-                    self._run_and_check(a, b, make_offsets(sizes, device),
-                                        bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        _check_wgrad_cases(
+            self, device, dtype, cases,
+            lambda: self._chunked(chunk, OVERLAP_OPS_SM90_RASTER=raster))
 
     def test_runs_the_chunked_kernel(self, device):
         sizes = [8] * 40

@@ -96,6 +96,23 @@ profile_rows() {
     done
   done
 }
+# bench_part LABEL DIR ARGS...: tools/bench_grouped_mm.py ARGS into DIR
+# with what is left of SESSION_BUDGET_S, then the tarball packed; returns
+# 1 (and runs nothing) when less than 20 s are left.
+bench_part() {
+  local label=$1 dir=$2 left
+  shift 2
+  left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+  echo "$label: $left s left"
+  if (( left < 20 )); then
+    echo "$label: stopped, too little time"
+    return 1
+  fi
+  mkdir -p "$dir"
+  timeout "$left" python3 tools/bench_grouped_mm.py --out "$dir" "$@" 2>&1 \
+    | tail -8
+  tar czf "$TARBALL" -C "$OUT" .
+}
 for stage in "$@"; do
   # Pack what is done so far: if the device tool stops the command at its
   # time limit, the finished stages still come back.
@@ -417,17 +434,8 @@ for stage in "$@"; do
         if [[ ! $name =~ ^[A-Za-z0-9_.-]+$ ]]; then
           echo "benchplan: '$name' is not a folder name"; exit 2
         fi
-        left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
-        echo "benchplan $name: $left s left"
-        if (( left < 20 )); then
-          echo "benchplan: stopped, too little time"
-          break
-        fi
-        mkdir -p "$OUT/plan/$name"
         # $args unquoted: the bench's own arguments, split on spaces.
-        timeout "$left" python3 tools/bench_grouped_mm.py \
-          --out "$OUT/plan/$name" $args 2>&1 | tail -8
-        tar czf "$TARBALL" -C "$OUT" .
+        bench_part "benchplan $name" "$OUT/plan/$name" $args || break
       done
       ;;
     benchmain)
@@ -438,16 +446,9 @@ for stage in "$@"; do
       # so their ratio (issue 3's fp16 target) carries no drift between rows.
       n=0
       for part in ${MAIN_PARTS:-bf16,fp16:fwd fp32:fwd,dgrad fp32:wgrad bf16,fp16:dgrad,wgrad}; do
-        left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
         n=$((n + 1))
-        echo "benchmain part $n ($part): $left s left"
-        if (( left < 20 )); then
-          echo "benchmain: stopped, too little time"
-          break
-        fi
-        mkdir -p "$OUT/main/$n"
-        timeout "$left" python3 tools/bench_grouped_mm.py --out "$OUT/main/$n" \
-          --dtypes "${part%%:*}" --passes "${part#*:}" --pair-dtypes 2>&1 | tail -6
+        bench_part "benchmain part $n ($part)" "$OUT/main/$n" \
+          --dtypes "${part%%:*}" --passes "${part#*:}" --pair-dtypes || break
       done
       ;;
     benchcheck)

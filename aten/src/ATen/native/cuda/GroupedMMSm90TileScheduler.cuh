@@ -1,7 +1,8 @@
 #pragma once
 
 // The Hopper group tile scheduler with the chunked tile order of
-// GroupedMMTileOrder.h (an experiment, off by default). CUTLASS's
+// GroupedMMTileOrder.h (chosen by tile_chunk_for in GroupedMMTileChoice.h).
+// CUTLASS's
 // pointer-array cooperative kernel accepts only its group scheduler tag,
 // so the chunked scheduler is selected by the problem-shape type instead:
 // ChunkedGroupProblemShape is CUTLASS's GroupProblemShape plus the chunk,
