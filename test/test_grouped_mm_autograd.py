@@ -26,9 +26,11 @@ from torch.testing._internal.common_utils import parametrize, run_tests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from grouped_mm_reference import make_offsets, tolerance  # noqa: E402
+from launched_kernels import launched_kernels  # noqa: E402
 from test_grouped_mm import (  # noqa: E402
     _grouped_mm,
     _OP,
+    _poison_allocator,
     _randn,
     GroupedMMTestCase,
     needs_extension,
@@ -474,7 +476,195 @@ class _MoEStepInputs:
                                          f"{name} expert {g}: {err:.3e}")
 
 
+def _column_sums_reference(grad, offs):
+    """float64 per-group column sums: grad (sum M, N) split by offs (clamped
+    like the kernels: start = clamp(offs[g-1]), end = clamp(offs[g], start)),
+    or grad (G, M, N) without offs."""
+    g64 = grad.double().cpu()
+    if offs is None:
+        return g64.sum(1)
+    rows = g64.shape[0]
+    out = torch.zeros(len(offs), g64.shape[1], dtype=torch.float64)
+    start = 0
+    for g, end in enumerate(offs.tolist()):
+        end = min(max(end, start), rows)
+        out[g] = g64[start:end].sum(0)
+        start = end
+    return out
+
+
+@needs_extension
+class TestGroupColumnSums(GroupedMMTestCase):
+    """The bias gradient's CUDA kernel (GroupColumnSums.cu) through
+    overlap_ops::_group_column_sums, and the backward that uses it."""
+
+    def _sums(self, grad, offs, dtype):
+        groups = offs.numel() if offs is not None else grad.shape[0]
+        _poison_allocator((groups, grad.shape[-1]), grad.device, dtype)
+        return torch.ops.overlap_ops._group_column_sums(grad, offs, dtype)
+
+    def _check(self, grad, offs, dtype=None):
+        dtype = dtype or (torch.float64 if grad.dtype == torch.float64
+                          else torch.float32)
+        got = self._sums(grad, offs, dtype)
+        self.assertEqual(got.dtype, dtype)
+        want = _column_sums_reference(grad, offs)
+        self.assertEqual(got.shape, want.shape)
+        # Sums of up to ~1e5 rows of N(0, 1): float32 accumulation, plus the
+        # result's own rounding when it is bf16/fp16.
+        rtol = {torch.bfloat16: 1e-2, torch.float16: 2e-3}.get(dtype, 2e-5)
+        scale = max(grad.shape[-2] if offs is None else grad.shape[0], 1)
+        for g in range(want.shape[0]):
+            self.assertFalse(got[g].isnan().any().item(), f"group {g}")
+            err = (got[g].double().cpu() - want[g]).abs().max().item()
+            self.assertLessEqual(
+                err, rtol * (want[g].abs().max().item() + scale ** 0.5),
+                f"group {g}")
+        return got
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float16, torch.float32, torch.float64)
+    @parametrize("offs_dtype", [torch.int32, torch.int64])
+    def test_matches_reference(self, device, dtype, offs_dtype):
+        # Empty groups, skewed sizes, a tail past offs[-1] poisoned with a
+        # huge value (it must not count), N not a multiple of the 128-column
+        # slab.
+        sizes = [0, 700, 3, 0, 1, 129, 2500, 0]
+        total = sum(sizes)
+        grad = _randn(total + 5, 300, device=device, dtype=dtype)
+        grad[total:] = 1e4
+        offs = make_offsets(sizes, device).to(offs_dtype)
+        self._check(grad, offs)
+        self._check(grad, offs, dtype)  # the result in grad's dtype
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_one_group_many_rows_splits_parts(self, device, dtype):
+        # One group of 70000 rows by 96 columns: one slab, so the rows are
+        # split into parts added by the second kernel, in order.
+        grad = _randn(70000, 96, device=device, dtype=dtype)
+        offs = make_offsets([70000], device)
+        got = self._check(grad, offs)
+        self.assertEqual(got, self._sums(grad, offs, got.dtype), atol=0,
+                         rtol=0)  # deterministic
+        self._check(grad, offs, dtype)
+
+    @onlyCUDA
+    @dtypes(torch.float32)
+    def test_strided_and_expanded_grad(self, device, dtype):
+        sizes = [5, 0, 17, 40]
+        offs = make_offsets(sizes, device)
+        base = _randn(70, sum(sizes), device=device, dtype=dtype)
+        self._check(base.t(), offs)  # column-major
+        self._check(base[::2, ::3].t(), make_offsets([5, 0, 9, 6], device))
+        # out.sum().backward()'s gradient: every stride 0.
+        expanded = torch.tensor(0.75, device=device).expand(sum(sizes), 33)
+        got = self._check(expanded, offs)
+        self.assertEqual(got[:, 0].cpu(),
+                         torch.tensor(sizes, dtype=torch.float32) * 0.75)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_batched(self, device, dtype):
+        self._check(_randn(3, 50, 130, device=device, dtype=dtype), None)
+        self._check(_randn(4, 9, 20, device=device, dtype=dtype)
+                    .transpose(1, 2), None)
+        self._check(_randn(2, 0, 20, device=device, dtype=dtype), None)
+        self._check(_randn(1, 3000, 64, device=device, dtype=dtype), None)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16)
+    def test_many_groups(self, device, dtype):
+        sizes = [(g * 7) % 5 for g in range(1500)]
+        grad = _randn(sum(sizes), 40, device=device, dtype=dtype)
+        self._check(grad, make_offsets(sizes, device))
+
+    @onlyCUDA
+    @dtypes(torch.float32)
+    def test_bad_offsets_are_clamped(self, device, dtype):
+        # Decreasing and past-the-end offsets: empty or cut groups, no
+        # out-of-bounds read (memcheck runs this file's CUDA tests too).
+        grad = _randn(50, 24, device=device, dtype=dtype)
+        offs = torch.tensor([10, 4, 30, 90, 20], device=device,
+                            dtype=torch.int32)
+        self._check(grad, offs)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16)
+    def test_no_host_sync(self, device, dtype):
+        grad = _randn(300, 64, device=device, dtype=dtype)
+        offs = make_offsets([100, 0, 200], device)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            torch.ops.overlap_ops._group_column_sums(grad, offs, torch.float32)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+
+    @onlyCUDA
+    def test_rejects_bad_input(self, device):
+        grad = _randn(8, 4, device=device, dtype=torch.float32)
+        offs = make_offsets([8], device)
+        op = torch.ops.overlap_ops._group_column_sums
+        with self.assertRaisesRegex(RuntimeError, "dtype must be"):
+            op(grad, offs, torch.float16)
+        with self.assertRaisesRegex(RuntimeError, "grad must be 3-D"):
+            op(grad, None, torch.float32)
+        with self.assertRaisesRegex(RuntimeError, "offs must be a 1-D int32"):
+            op(grad, offs.float(), torch.float32)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    @parametrize("layout", ["2d_3d", "3d_3d"])
+    def test_bias_backward_within_carveout(self, device, dtype, layout):
+        # The whole bias gradient is one kernel within SMs - k: no torch
+        # elementwise or reduction kernel (the ones row, the TF32 split, the
+        # cast to bias's dtype) runs, and it matches float64.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        carveout = 16
+        sizes = [40, 0, 300, 7]
+        offs = make_offsets(sizes, device)
+        if layout == "2d_3d":
+            a = _randn(sum(sizes) + 3, 32, device=device, dtype=dtype)
+            b = _randn(len(sizes), 32, 48, device=device, dtype=dtype)
+        else:
+            a = _randn(4, 20, 32, device=device, dtype=dtype)
+            b = _randn(4, 32, 48, device=device, dtype=dtype)
+            offs = None
+        bias = _randn(4, 48, device=device, dtype=dtype).requires_grad_()
+        out = _grouped_mm(a, b, offs, bias)
+        grad_out = _randn(*out.shape, device=device, dtype=dtype)
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+
+        def backward():
+            bias.grad = None
+            torch.autograd.backward(out, grad_out, retain_graph=True)
+
+        torch._C._set_sm_carveout_experimental(carveout)
+        try:
+            kernels = launched_kernels(backward)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        names = [name for name, _ in kernels]
+        self.assertTrue(
+            any("group_column_sums_kernel" in n for n in names), names)
+        for name, blocks in kernels:
+            self.assertLessEqual(blocks, sms - carveout, name)
+            self.assertNotIn("elementwise_kernel", name)
+            self.assertNotIn("reduce_kernel", name)
+        self.assertEqual(bias.grad.dtype, dtype)
+        want = _column_sums_reference(grad_out, offs)
+        # Exact float32 sums even with TF32 allowed; bf16's own rounding.
+        tol = 1e-5 if dtype == torch.float32 else 1e-2
+        self.assertEqual(bias.grad.double().cpu(), want, rtol=tol,
+                         atol=tol * want.abs().max().item())
+
+
 instantiate_device_type_tests(TestGroupedMMAutograd, globals(),
+                              only_for=("cpu", "cuda"))
+instantiate_device_type_tests(TestGroupColumnSums, globals(),
                               only_for=("cpu", "cuda"))
 
 if __name__ == "__main__":

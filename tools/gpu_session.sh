@@ -420,6 +420,15 @@ for stage in "$@"; do
         --passes wgrad --dtypes fp32 ${PADK_CASES:+--cases $PADK_CASES} \
         --variant sm80k:OVERLAP_OPS_SM90_TF32_PADDED_K=off 2>&1 | tail -20
       ;;
+    biasgrad)
+      # The bias gradient's column-sums kernel against the grouped-GEMM
+      # reduction it replaced, on the shared suite (tools/bench_bias_grad.py).
+      left=$(( ${SESSION_BUDGET_S:-560} - SECONDS ))
+      echo "biasgrad: $left s left"
+      mkdir -p "$OUT/bias_grad"
+      timeout "$left" python3 tools/bench_bias_grad.py --out "$OUT/bias_grad" \
+        ${BIAS_GRAD_ARGS:-} 2>&1 | tail -70
+      ;;
     benchplan)
       # Several bench runs in one call, each into its own folder
       # $OUT/plan/<name> of the tarball (the device tool returns at most 8

@@ -54,6 +54,29 @@ at::Tensor call_grouped_mm(
   return op.call(a, b, offs, bias, out_dtype);
 }
 
+// The bias gradient's column sums through the dispatcher, so a traced
+// backward records the op (its fake kernel gives the shape).
+at::Tensor call_group_column_sums(
+    const at::Tensor& grad,
+    const std::optional<at::Tensor>& offs,
+    at::ScalarType dtype) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("overlap_ops::_group_column_sums", "")
+          .typed<at::Tensor(
+              const at::Tensor&, const std::optional<at::Tensor>&,
+              at::ScalarType)>();
+  return op.call(grad, offs, dtype);
+}
+
+bool has_cuda_column_sums() {
+#ifdef OVERLAP_OPS_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool column_major(const at::Tensor& t) {
   return t.sym_stride(-2) == 1 && t.sym_stride(-1) != 1;
 }
@@ -143,9 +166,16 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     const size_t bias_edge = offs.has_value() ? 3 : 2;
     const c10::IValue& bias_dtype = ctx->saved_data["bias_dtype"];
     if (!bias_dtype.isNone() && ctx->needs_input_grad(bias_edge)) {
+      // The CUDA build reduces in one kernel within the SM carveout and
+      // writes bias's dtype where it can, so no full-grid cast follows. The
+      // kernel has no derivative: a double backward (grad_out requiring
+      // grad) keeps the grouped-GEMM reduction, which has one.
+      const bool one_kernel =
+          has_cuda_column_sums() && !grad_out.requires_grad();
       grad_bias = at::native::grouped_mm_bias_backward(
-                      grad_out, a.dim(), b.dim(), offs, &call_grouped_mm)
-                      .to(bias_dtype.toScalarType());
+          grad_out, a.dim(), b.dim(), offs, &call_grouped_mm,
+          bias_dtype.toScalarType(),
+          one_kernel ? &call_group_column_sums : nullptr);
     }
     return {grad_a, grad_b, at::Tensor(), grad_bias, at::Tensor()};
   }

@@ -4,6 +4,7 @@
 #include <ATen/native/GroupedMM.h>
 #include <ATen/native/GroupedMMValidation.h>
 #ifdef OVERLAP_OPS_WITH_CUDA
+#include <ATen/native/cuda/GroupColumnSums.h>
 #include <ATen/native/cuda/GroupedMMCUDA.h>
 #endif
 
@@ -63,6 +64,11 @@ TORCH_LIBRARY(overlap_ops, m) {
         &overlap_ops::set_checked_offsets);
   m.def("_checked_offsets() -> bool", &overlap_ops::checked_offsets);
   m.def("_has_cuda_kernels() -> bool", &overlap_ops::has_cuda_kernels);
+  // The bias gradient's per-group column sums (cuda/GroupColumnSums.h); CUDA
+  // only, called by the C++ autograd through the dispatcher so that
+  // torch.compile sees its fake kernel (_fake.py).
+  m.def("_group_column_sums(Tensor grad, Tensor? offs, ScalarType dtype) "
+        "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(overlap_ops, CPU, m) {
@@ -72,5 +78,6 @@ TORCH_LIBRARY_IMPL(overlap_ops, CPU, m) {
 #ifdef OVERLAP_OPS_WITH_CUDA
 TORCH_LIBRARY_IMPL(overlap_ops, CUDA, m) {
   m.impl("grouped_mm", TORCH_FN(at::native::grouped_mm_cuda));
+  m.impl("_group_column_sums", TORCH_FN(at::native::group_column_sums_cuda));
 }
 #endif

@@ -1,4 +1,5 @@
-"""Fake (meta) kernel for overlap_ops::grouped_mm, for every dtype.
+"""Fake (meta) kernels for overlap_ops::grouped_mm, for every dtype, and for
+the bias gradient's overlap_ops::_group_column_sums.
 
 It only computes the output's shape and dtype, with symbolic sizes allowed,
 so torch.compile traces the op. The full validation runs in the real kernel
@@ -37,3 +38,11 @@ def _grouped_mm_fake(
 ) -> torch.Tensor:
     shape = _grouped_mm_out_shape(a, b, offs)
     return a.new_empty(shape, dtype=out_dtype or a.dtype)
+
+
+@torch.library.register_fake("overlap_ops::_group_column_sums")
+def _group_column_sums_fake(
+    grad: torch.Tensor, offs: Optional[torch.Tensor], dtype: torch.dtype
+) -> torch.Tensor:
+    groups = offs.shape[0] if offs is not None else grad.shape[0]
+    return grad.new_empty((groups, grad.shape[-1]), dtype=dtype)

@@ -51,10 +51,26 @@ Tensor bias_grad_2d_3d(
   return row_sums(high).add_(row_sums(at::sub(grad, high)));
 }
 
+ScalarType sums_dtype(const Tensor& grad) {
+  return c10::promoteTypes(grad.scalar_type(), kFloat);
+}
+
+bool takes_column_sums(const Tensor& grad, ColumnSumsFn column_sums) {
+  const ScalarType t = grad.scalar_type();
+  return column_sums != nullptr && grad.is_cuda() &&
+      (t == kFloat || t == kDouble || t == kHalf || t == kBFloat16);
+}
+
+// The column sums' own dtypes: the accumulator's, or grad's when asked.
+ScalarType column_sums_dtype(
+    const Tensor& grad, std::optional<ScalarType> out_dtype) {
+  return out_dtype == grad.scalar_type() ? grad.scalar_type()
+                                         : sums_dtype(grad);
+}
+
 // grad (G, M, N) -> (G, N), reduced in at least float32.
 Tensor bias_grad_batched(const Tensor& grad) {
-  const ScalarType acc_dtype = c10::promoteTypes(grad.scalar_type(), kFloat);
-  return grad.sum(1, /*keepdim=*/false, acc_dtype);
+  return grad.sum(1, /*keepdim=*/false, sums_dtype(grad));
 }
 
 }  // namespace
@@ -64,7 +80,10 @@ Tensor grouped_mm_bias_backward(
     int64_t self_dim,
     int64_t mat2_dim,
     const std::optional<Tensor>& offs,
-    GroupedMMFn grouped_mm) {
+    GroupedMMFn grouped_mm,
+    std::optional<ScalarType> out_dtype,
+    ColumnSumsFn column_sums) {
+  const bool one_kernel = takes_column_sums(grad, column_sums);
   TORCH_CHECK(
       !(self_dim == 3 && mat2_dim == 2),
       kOp, ": the 3d x 2d layout has no bias");
@@ -76,13 +95,19 @@ Tensor grouped_mm_bias_backward(
         grad.dim() == 2,
         kOp, ": grad must be 2-D (sum M, N) for the 2d x 3d layout, got ",
         grad.dim(), "-D");
-    return bias_grad_2d_3d(grad, *offs, grouped_mm);
+    Tensor sums = one_kernel
+        ? column_sums(grad, offs, column_sums_dtype(grad, out_dtype))
+        : bias_grad_2d_3d(grad, *offs, grouped_mm);
+    return out_dtype.has_value() ? sums.to(*out_dtype) : sums;
   }
   TORCH_CHECK(
       grad.dim() == 3,
       kOp, ": grad must be 3-D (G, M, N) for the ", self_dim, "d x ",
       mat2_dim, "d layout, got ", grad.dim(), "-D");
-  return bias_grad_batched(grad);
+  Tensor sums = one_kernel
+      ? column_sums(grad, std::nullopt, column_sums_dtype(grad, out_dtype))
+      : bias_grad_batched(grad);
+  return out_dtype.has_value() ? sums.to(*out_dtype) : sums;
 }
 
 }  // namespace at::native

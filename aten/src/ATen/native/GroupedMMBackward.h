@@ -13,27 +13,36 @@
 namespace at::native {
 
 // Gradient of bias (G, N) given the output gradient `grad`:
-//   2d x 3d  grad (sum M, N): per-group sum of grad's rows, computed on the
-//            device as ones (1, sum M) @ grad grouped along K, so the offsets
-//            are never read on the host (no sync, graph-capturable).
+//   2d x 3d  grad (sum M, N): per-group sum of grad's rows, the offsets read
+//            on the device only (no sync, graph-capturable).
 //   2d x 2d, 3d x 3d  grad (G, M, N): grad.sum(1).
 // Rows past offs[-1] belong to no group and contribute nothing; empty groups
 // give exact zeros. bf16/fp16 gradients accumulate in float32 and the result
-// stays float32 (autograd casts it to bias's dtype); float32 and float64
+// is float32 unless `out_dtype` asks for grad's dtype; float32 and float64
 // keep their dtype. The 3d x 2d layout has no bias.
 //
-// `grouped_mm` runs the 2d x 3d reduction: at::_grouped_mm inside PyTorch;
+// `column_sums`, when given, computes both on CUDA for floating grads in one
+// kernel whose grid stays within the SM carveout and whose float32 sums are
+// exact with TF32 allowed: a caller that traces (torch.compile) passes a
+// dispatcher op, whose fake kernel it sees; group_column_sums_cuda
+// (cuda/GroupColumnSums.h) is that op's CUDA kernel. Otherwise
+// `grouped_mm` runs the 2d x 3d reduction as ones (1, sum M) @ grad
+// grouped along K: at::_grouped_mm inside PyTorch;
 // the out-of-tree extension passes its own op, since at::_grouped_mm there
 // is stock's kernel.
 using GroupedMMFn = Tensor (*)(
     const Tensor&, const Tensor&, const std::optional<Tensor>&,
     const std::optional<Tensor>&, std::optional<ScalarType>);
+using ColumnSumsFn =
+    Tensor (*)(const Tensor&, const std::optional<Tensor>&, ScalarType);
 
 Tensor grouped_mm_bias_backward(
     const Tensor& grad,
     int64_t self_dim,
     int64_t mat2_dim,
     const std::optional<Tensor>& offs,
-    GroupedMMFn grouped_mm = nullptr);
+    GroupedMMFn grouped_mm = nullptr,
+    std::optional<ScalarType> out_dtype = std::nullopt,
+    ColumnSumsFn column_sums = nullptr);
 
 }  // namespace at::native
