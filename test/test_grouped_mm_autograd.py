@@ -477,19 +477,21 @@ class _MoEStepInputs:
 
 
 def _column_sums_reference(grad, offs):
-    """float64 per-group column sums: grad (sum M, N) split by offs (clamped
-    like the kernels: start = clamp(offs[g-1]), end = clamp(offs[g], start)),
-    or grad (G, M, N) without offs."""
+    """float64 per-group column sums: grad (sum M, N) split by offs,
+    clamped as every grouped-mm kernel does (GroupedMMArguments.cuh):
+    start = clamp(offs[g-1], 0, rows), end = clamp(offs[g], start, rows), so
+    after a decreasing offset groups may overlap; or grad (G, M, N) without
+    offs."""
     g64 = grad.double().cpu()
     if offs is None:
         return g64.sum(1)
     rows = g64.shape[0]
-    out = torch.zeros(len(offs), g64.shape[1], dtype=torch.float64)
-    start = 0
-    for g, end in enumerate(offs.tolist()):
+    ends = offs.tolist()
+    out = torch.zeros(len(ends), g64.shape[1], dtype=torch.float64)
+    for g, end in enumerate(ends):
+        start = min(max(ends[g - 1], 0), rows) if g > 0 else 0
         end = min(max(end, start), rows)
         out[g] = g64[start:end].sum(0)
-        start = end
     return out
 
 
