@@ -14,36 +14,27 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/util/irange.h>
 
 #include <algorithm>
 
 namespace at::native {
 namespace {
 
-// One warp sums one work item: a slab of 32 * cols_per_thread<In>()
-// columns (lane l reads columns l, l + 32, ...: every load coalesced across
-// the warp) over one part of one group's rows, kRowUnroll rows per step, so
-// each thread keeps 64 bytes of loads in flight. No shared memory and no
-// block barrier: a group of a few rows costs a few loads, not a block-wide
-// reduction. A block is kWarps warps; the grid is at most SMs - k blocks.
-constexpr int kLanes = 32;
-constexpr int kWarps = 32;
+// A block reads a slab of kSlab columns: 32 lanes, each kColsPerThread
+// columns 32 apart (every load coalesced across the warp), and kRowLanes
+// warps on different rows, kRowUnroll rows each per step, so one block per
+// SM keeps enough loads in flight.
+constexpr int kColLanes = 32;
+constexpr int kRowLanes = 32;
+constexpr int kColsPerThread = 4;
 constexpr int kRowUnroll = 4;
-// Host choice of row parts per group: enough items for every warp of the
-// grid twice, but at least this many rows per part on average.
-constexpr int64_t kItemsPerWarp = 2;
-constexpr int64_t kMinRowsPerPart = 64;
+constexpr int64_t kSlab = kColLanes * kColsPerThread;
+// Host choice of row parts per group: enough work items to fill the grid
+// several times, but at least this many rows per part on average.
+constexpr int64_t kItemsPerBlock = 4;
+constexpr int64_t kMinRowsPerPart = 256;
 constexpr int64_t kMaxParts = 64;
-
-template <typename In>
-constexpr int cols_per_thread() {
-  return static_cast<int>(16 / sizeof(In));  // 16 bytes of columns a row
-}
-
-template <typename In>
-constexpr int64_t slab_width() {
-  return kLanes * cols_per_thread<In>();
-}
 
 struct SumsShape {
   int64_t groups;
@@ -58,16 +49,15 @@ struct SumsShape {
 // come from the clamped offsets (GroupedMMArguments.cuh), so bad offsets
 // read nothing out of bounds; an empty group or part writes zeros.
 template <typename In, typename Acc, typename OffsT>
-__global__ void __launch_bounds__(kLanes * kWarps)
+__global__ void __launch_bounds__(kColLanes * kRowLanes)
     group_column_sums_kernel(
         SumsShape s, const In* grad, const OffsT* offs, Acc* dst) {
-  constexpr int kCols = cols_per_thread<In>();
-  const int lane = threadIdx.x % kLanes;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  __shared__ Acc partial[kRowLanes][kSlab];
+  const int lane = threadIdx.x;
+  const int row_lane = threadIdx.y;
+  const int tid = row_lane * kColLanes + lane;
   const int64_t items = s.groups * s.slabs * s.parts;
-  for (int64_t item = blockIdx.x * static_cast<int64_t>(kWarps) +
-           threadIdx.x / kLanes;
-       item < items; item += warps) {
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int64_t part = item % s.parts;
     const int64_t slab = (item / s.parts) % s.slabs;
     const int64_t g = item / (s.parts * s.slabs);
@@ -80,51 +70,62 @@ __global__ void __launch_bounds__(kLanes * kWarps)
     const int64_t len = end - start;
     const int64_t r0 = start + len * part / s.parts;
     const int64_t r1 = start + len * (part + 1) / s.parts;
-    const int64_t col0 = slab * slab_width<In>() + lane;
-    // Column j of this lane is col0 + j * kLanes; in range while below n.
-    const int cols_in_range = col0 >= s.n
-        ? 0
-        : static_cast<int>(std::min<int64_t>(
-              kCols, (s.n - col0 + kLanes - 1) / kLanes));
-    const In* base = grad + g * s.group_stride + col0 * s.col_stride;
-    const int64_t col_step = kLanes * s.col_stride;
-    Acc acc[kCols] = {};
-    int64_t r = r0;
-    // Loads first, sums after: kRowUnroll * kCols loads in flight.
-    for (; r + kRowUnroll <= r1; r += kRowUnroll) {
-      In v[kRowUnroll][kCols];
+    const In* base = grad + g * s.group_stride;
+    const int64_t col0 = slab * kSlab + lane;
+    int64_t col_offset[kColsPerThread];
+    bool in_range[kColsPerThread];
+#pragma unroll
+    for (int j = 0; j < kColsPerThread; ++j) {
+      const int64_t c = col0 + j * kColLanes;
+      in_range[j] = c < s.n;
+      col_offset[j] = in_range[j] ? c * s.col_stride : 0;
+    }
+    Acc acc[kColsPerThread] = {};
+    int64_t r = r0 + row_lane;
+    // Loads first, sums after: kRowUnroll * kColsPerThread loads in flight.
+    for (; r + (kRowUnroll - 1) * kRowLanes < r1; r += kRowUnroll * kRowLanes) {
+      Acc v[kRowUnroll][kColsPerThread];
 #pragma unroll
       for (int u = 0; u < kRowUnroll; ++u) {
-        const In* row = base + (r + u) * s.row_stride;
+        const In* row = base + (r + u * kRowLanes) * s.row_stride;
 #pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-          v[u][j] = j < cols_in_range ? row[j * col_step] : In(0);
+        for (int j = 0; j < kColsPerThread; ++j) {
+          v[u][j] = in_range[j] ? static_cast<Acc>(row[col_offset[j]]) : Acc(0);
         }
       }
 #pragma unroll
       for (int u = 0; u < kRowUnroll; ++u) {
 #pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-          acc[j] += static_cast<Acc>(v[u][j]);
+        for (int j = 0; j < kColsPerThread; ++j) {
+          acc[j] += v[u][j];
         }
       }
     }
-    for (; r < r1; ++r) {
+    for (; r < r1; r += kRowLanes) {
       const In* row = base + r * s.row_stride;
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) {
-        if (j < cols_in_range) {
-          acc[j] += static_cast<Acc>(row[j * col_step]);
+      for (int j = 0; j < kColsPerThread; ++j) {
+        if (in_range[j]) {
+          acc[j] += static_cast<Acc>(row[col_offset[j]]);
         }
       }
     }
-    Acc* out = dst + (part * s.groups + g) * s.n + col0;
 #pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-      if (j < cols_in_range) {
-        out[j * kLanes] = acc[j];
+    for (int j = 0; j < kColsPerThread; ++j) {
+      partial[row_lane][j * kColLanes + lane] = acc[j];
+    }
+    __syncthreads();
+    if (tid < kSlab) {
+      const int64_t c = slab * kSlab + tid;
+      if (c < s.n) {
+        Acc sum = 0;
+        for (int i = 0; i < kRowLanes; ++i) {
+          sum += partial[i][tid];
+        }
+        dst[(part * s.groups + g) * s.n + c] = sum;
       }
     }
+    __syncthreads();  // partial is reused by the next item
   }
 }
 
@@ -145,7 +146,7 @@ __global__ void sum_parts_kernel(
 int64_t parts_for(const SumsShape& s, bool batched, int64_t sm_limit) {
   const int64_t items = std::max<int64_t>(s.groups * s.slabs, 1);
   const int64_t for_grid =
-      (kItemsPerWarp * kWarps * sm_limit + items - 1) / items;
+      (kItemsPerBlock * sm_limit + items - 1) / items;
   // The mean rows per group: the host knows no group's own size.
   const int64_t mean_rows =
       batched ? s.rows : s.rows / std::max<int64_t>(s.groups, 1);
@@ -169,6 +170,8 @@ void launch_group_column_sums(
   s.group_stride = batched ? grad.stride(0) : 0;
   s.row_stride = grad.stride(batched ? 1 : 0);
   s.col_stride = grad.stride(batched ? 2 : 1);
+  s.slabs = (n + kSlab - 1) / kSlab;
+  s.parts = parts_for(s, batched, sm_limit);
   // The offsets as a contiguous int32/int64 vector, copied (within the
   // carveout) only when strided.
   Tensor offs_vector = offs;
@@ -177,15 +180,12 @@ void launch_group_column_sums(
     grouped_mm::copy_within_sm_limit(offs, offs_vector, sm_limit);
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t items = s.groups * s.slabs * s.parts;
+  const dim3 grid(static_cast<unsigned>(std::min(items, sm_limit)));
+  const dim3 block(kColLanes, kRowLanes);
   AT_DISPATCH_FLOATING_TYPES_AND2(
       kBFloat16, kHalf, grad.scalar_type(), "group_column_sums", [&] {
         using Acc = at::opmath_type<scalar_t>;
-        s.slabs = (n + slab_width<scalar_t>() - 1) / slab_width<scalar_t>();
-        s.parts = parts_for(s, batched, sm_limit);
-        const int64_t items = s.groups * s.slabs * s.parts;
-        const dim3 grid(static_cast<unsigned>(
-            std::min((items + kWarps - 1) / kWarps, sm_limit)));
-        const dim3 block(kLanes * kWarps);
         const ScalarType acc_dtype = c10::CppTypeToScalarType<Acc>::value;
         // One part written straight into an accumulator-typed result;
         // otherwise the parts (or the one part, to be cast) go through a
