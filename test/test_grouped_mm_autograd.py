@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unittest
 
 import torch
 from torch.testing._internal.common_device_type import (
@@ -33,9 +34,16 @@ from test_grouped_mm import (  # noqa: E402
     _poison_allocator,
     _randn,
     GroupedMMTestCase,
+    HAS_EXTENSION,
     needs_extension,
     overlap_ops,
 )
+
+# The bias gradient's column sums: the extension's private op, or the
+# native function of a patched wheel (patch 0005).
+_COLUMN_SUMS = (
+    torch.ops.overlap_ops._group_column_sums if HAS_EXTENSION
+    else getattr(torch.ops.aten, "_grouped_mm_bias_column_sums", None))
 
 
 class TestGroupedMMAutograd(GroupedMMTestCase):
@@ -495,15 +503,17 @@ def _column_sums_reference(grad, offs):
     return out
 
 
-@needs_extension
+@unittest.skipIf(_COLUMN_SUMS is None,
+                 "torch has no _grouped_mm_bias_column_sums (stock wheel)")
 class TestGroupColumnSums(GroupedMMTestCase):
     """The bias gradient's CUDA kernel (GroupColumnSums.cu) through
-    overlap_ops::_group_column_sums, and the backward that uses it."""
+    overlap_ops::_group_column_sums (aten::_grouped_mm_bias_column_sums in
+    a patched wheel), and the backward that uses it."""
 
     def _sums(self, grad, offs, dtype):
         groups = offs.numel() if offs is not None else grad.shape[0]
         _poison_allocator((groups, grad.shape[-1]), grad.device, dtype)
-        return torch.ops.overlap_ops._group_column_sums(grad, offs, dtype)
+        return _COLUMN_SUMS(grad, offs, dtype)
 
     def _check(self, grad, offs, dtype=None):
         dtype = dtype or (torch.float64 if grad.dtype == torch.float64
@@ -599,7 +609,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            torch.ops.overlap_ops._group_column_sums(grad, offs, torch.float32)
+            _COLUMN_SUMS(grad, offs, torch.float32)
         finally:
             torch.cuda.set_sync_debug_mode(0)
 
@@ -607,7 +617,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
     def test_rejects_bad_input(self, device):
         grad = _randn(8, 4, device=device, dtype=torch.float32)
         offs = make_offsets([8], device)
-        op = torch.ops.overlap_ops._group_column_sums
+        op = _COLUMN_SUMS
         with self.assertRaisesRegex(RuntimeError, "dtype must be"):
             op(grad, offs, torch.float16)
         with self.assertRaisesRegex(RuntimeError, "grad must be 3-D"):
