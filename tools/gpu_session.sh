@@ -2,6 +2,8 @@
 # One device-machine session: install carried wheels, build the extension
 # against the machine's own torch, then run the requested stages.
 #   tools/gpu_session.sh build test bench sanitize moe kernels ...
+# saveext packs the built extension into $OUT/ext.tar.xz; carried back as
+# .ext/ext.tar.xz, loadext installs it instead of build (same sources only).
 # testsm80 / benchsm80 run the tests / benchmark with the SM80 path forced.
 # Results go to $OUT/session.tgz (the device tool returns at most 8 files),
 # or to results/tmp when OUT is unset. A second invocation in the same
@@ -142,6 +144,44 @@ for stage in "$@"; do
       # A hung kernel (a deadlocked pipeline) must not take the whole call.
       timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q test \
         -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
+      ;;
+    saveext)
+      # The installed extension as one file, $FINAL/ext.tar.xz (~8 MB, a
+      # few seconds), stamped with the sources' commit and the torch it was
+      # built against. Carried back as .ext/ext.tar.xz (git-ignored), the
+      # `loadext` stage installs it in place of `build` (215-250 s) while
+      # the sources are unchanged: a bench-only call skips the build.
+      pkg=$(python3 -c "import overlap_ops, os; print(os.path.dirname(overlap_ops.__file__))") \
+        || { echo "saveext: overlap_ops is not installed"; exit 1; }
+      stamp=$(mktemp -d)
+      cat .source-commit > "$stamp/source-commit" 2>/dev/null \
+        || echo unknown > "$stamp/source-commit"
+      python3 -c "import torch; print(torch.__version__)" > "$stamp/torch-version"
+      XZ_OPT="-T0 -3" tar cJf "$FINAL/ext.tar.xz" --exclude=__pycache__ \
+        -C "$(dirname "$pkg")" overlap_ops -C "$stamp" source-commit torch-version
+      ls -l "$FINAL/ext.tar.xz"
+      ;;
+    loadext)
+      # Installs the extension `saveext` packed (EXT_ARCHIVE, default
+      # .ext/ext.tar.xz) into /tmp/site for the later stages, only when it
+      # was built from these sources (.source-commit) and this torch.
+      archive=${EXT_ARCHIVE:-.ext/ext.tar.xz}
+      [[ -f $archive ]] || { echo "loadext: no $archive; run build"; exit 1; }
+      stamp=$(mktemp -d)
+      tar xJf "$archive" -C "$stamp" source-commit torch-version \
+        || { echo "loadext: $archive has no stamp; run build"; exit 1; }
+      built_from="$(cat "$stamp/source-commit") on torch $(cat "$stamp/torch-version")"
+      here="$(cat .source-commit 2>/dev/null || echo unknown) on torch $(python3 -c \
+        'import torch; print(torch.__version__)')"
+      if [[ $built_from != "$here" || $built_from == unknown* ]]; then
+        echo "loadext: $archive was built from $built_from; these sources are" \
+          "$here: run build"
+        exit 1
+      fi
+      mkdir -p /tmp/site && tar xJf "$archive" -C /tmp/site overlap_ops || exit 1
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+      python3 -c "import overlap_ops; print('loadext: overlap_ops from', overlap_ops.__file__)" \
+        || exit 1
       ;;
     testk)
       # The CUDA tests matching TEST_K (pytest -k), e.g. the changed
