@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_mm_cases import DEFAULT_SUITE, group_sizes, load_suite  # noqa: E402
 
-import overlap_ops  # noqa: E402,F401  (registers the ops)  # pyflakes: ignore
+import overlap_ops  # noqa: E402,F401  (registers the ops)
 
 TF32_MASK = ~0x1FFF
 
