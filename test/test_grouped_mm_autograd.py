@@ -601,6 +601,20 @@ class TestGroupColumnSums(GroupedMMTestCase):
                             dtype=torch.int32)
         self._check(grad, offs)
 
+    @needs_extension
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32)
+    def test_opcheck(self, device, dtype):
+        # The fake kernel (_fake.py) against the CUDA one: shapes, dtypes,
+        # strides, and the schema (no aliasing, no mutation).
+        offs = make_offsets([5, 0, 11], device)
+        grad = _randn(20, 24, device=device, dtype=dtype)
+        batched = _randn(3, 7, 24, device=device, dtype=dtype)
+        for args in ((grad, offs, torch.float32), (grad, offs, dtype),
+                     (batched, None, torch.float32)):
+            torch.library.opcheck(
+                torch.ops.overlap_ops._group_column_sums.default, args)
+
     @onlyCUDA
     @dtypes(torch.bfloat16)
     def test_no_host_sync(self, device, dtype):
