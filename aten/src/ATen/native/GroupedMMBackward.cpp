@@ -52,13 +52,12 @@ Tensor bias_grad_2d_3d(
 }
 
 ScalarType sums_dtype(const Tensor& grad) {
-  return c10::promoteTypes(grad.scalar_type(), kFloat);
+  return column_sums_acc_dtype(grad.scalar_type());
 }
 
 bool takes_column_sums(const Tensor& grad, ColumnSumsFn column_sums) {
-  const ScalarType t = grad.scalar_type();
   return column_sums != nullptr && grad.is_cuda() &&
-      (t == kFloat || t == kDouble || t == kHalf || t == kBFloat16);
+      column_sums_takes(grad.scalar_type());
 }
 
 // The column sums' own dtypes: the accumulator's, or grad's when asked.
@@ -83,11 +82,11 @@ Tensor grouped_mm_bias_backward(
     GroupedMMFn grouped_mm,
     std::optional<ScalarType> out_dtype,
     ColumnSumsFn column_sums) {
-  const bool one_kernel = takes_column_sums(grad, column_sums);
   TORCH_CHECK(
       !(self_dim == 3 && mat2_dim == 2),
       kOp, ": the 3d x 2d layout has no bias");
-  if (self_dim == 2 && mat2_dim == 3) {
+  const bool grouped_rows = self_dim == 2 && mat2_dim == 3;
+  if (grouped_rows) {
     TORCH_CHECK(
         offs.has_value(),
         kOp, ": offs is required for the 2d x 3d layout");
@@ -95,18 +94,23 @@ Tensor grouped_mm_bias_backward(
         grad.dim() == 2,
         kOp, ": grad must be 2-D (sum M, N) for the 2d x 3d layout, got ",
         grad.dim(), "-D");
-    Tensor sums = one_kernel
-        ? column_sums(grad, offs, column_sums_dtype(grad, out_dtype))
-        : bias_grad_2d_3d(grad, *offs, grouped_mm);
-    return out_dtype.has_value() ? sums.to(*out_dtype) : sums;
+  } else {
+    TORCH_CHECK(
+        grad.dim() == 3,
+        kOp, ": grad must be 3-D (G, M, N) for the ", self_dim, "d x ",
+        mat2_dim, "d layout, got ", grad.dim(), "-D");
   }
-  TORCH_CHECK(
-      grad.dim() == 3,
-      kOp, ": grad must be 3-D (G, M, N) for the ", self_dim, "d x ",
-      mat2_dim, "d layout, got ", grad.dim(), "-D");
-  Tensor sums = one_kernel
-      ? column_sums(grad, std::nullopt, column_sums_dtype(grad, out_dtype))
-      : bias_grad_batched(grad);
+  Tensor sums;
+  if (takes_column_sums(grad, column_sums)) {
+    // The batched layouts' grad (G, M, N) needs no offsets (2d x 2d has
+    // them, for K).
+    sums = column_sums(
+        grad, grouped_rows ? offs : std::nullopt,
+        column_sums_dtype(grad, out_dtype));
+  } else {
+    sums = grouped_rows ? bias_grad_2d_3d(grad, *offs, grouped_mm)
+                        : bias_grad_batched(grad);
+  }
   return out_dtype.has_value() ? sums.to(*out_dtype) : sums;
 }
 

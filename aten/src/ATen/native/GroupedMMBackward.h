@@ -36,6 +36,16 @@ using GroupedMMFn = Tensor (*)(
 using ColumnSumsFn =
     Tensor (*)(const Tensor&, const std::optional<Tensor>&, ScalarType);
 
+// The dtypes the column sums take and the one they accumulate (and by
+// default return) in: shared by grouped_mm_bias_backward and the kernel's
+// input checks.
+inline bool column_sums_takes(ScalarType t) {
+  return t == kFloat || t == kDouble || t == kHalf || t == kBFloat16;
+}
+inline ScalarType column_sums_acc_dtype(ScalarType t) {
+  return c10::promoteTypes(t, kFloat);
+}
+
 Tensor grouped_mm_bias_backward(
     const Tensor& grad,
     int64_t self_dim,

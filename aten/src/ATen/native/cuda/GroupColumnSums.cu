@@ -5,6 +5,7 @@
 // are exact float32 (float64 for float64) whatever TF32 allows, and each
 // element is added in a fixed order: the result is deterministic.
 
+#include <ATen/native/GroupedMMBackward.h>
 #include <ATen/native/cuda/GroupColumnSums.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
@@ -14,7 +15,6 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/util/irange.h>
 
 #include <algorithm>
 
@@ -241,9 +241,9 @@ void check_inputs(
       grad.device());
   const ScalarType t = grad.scalar_type();
   TORCH_CHECK(
-      t == kFloat || t == kDouble || t == kHalf || t == kBFloat16, kOp,
+      column_sums_takes(t), kOp,
       ": grad must be bfloat16, float16, float32 or float64, got ", t);
-  const ScalarType acc = c10::promoteTypes(t, kFloat);
+  const ScalarType acc = column_sums_acc_dtype(t);
   TORCH_CHECK(
       dtype == acc || dtype == t, kOp, ": dtype must be ", acc,
       " or grad's ", t, ", got ", dtype);
