@@ -8,6 +8,8 @@ times, side by side in one run on one GPU:
 - stock: ``torch._grouped_mm`` of the same torch (routing to ours is off);
 - optionally (``--inductor``) a function calling ``torch._grouped_mm``
   under ``torch.compile(mode="max-autotune-no-cudagraphs")``;
+- optionally (``--loop``) one cuBLAS ``torch.mm`` per group, the sizes
+  read on the host before timing (``LoopColumn``);
 
 and the floor of DESIGN.md: max(FLOPs / measured dense bf16 mm peak,
 bytes / measured device-to-device copy bandwidth). Each column is checked
@@ -183,6 +185,11 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="add torch.compile(max-autotune-no-cudagraphs) "
                         "of torch._grouped_mm as a column (slow: it "
                         "autotunes every row)")
+    parser.add_argument("--loop", action="store_true",
+                        help="add a column 'loop': one cuBLAS torch.mm per "
+                        "group with the sizes read on the host before "
+                        "timing (stock's fp16/fp32 path without its sync; "
+                        "in bf16 a cuBLAS reference stock lacks)")
     parser.add_argument("--inputs-as", choices=tuple(cases.DTYPES),
                         default=None,
                         help="draw inputs as values of this dtype, then "
@@ -559,6 +566,54 @@ class EnvColumn:
         return _ours(a, b, offs)
 
 
+class LoopColumn:
+    """One cuBLAS GEMM per group (``torch.mm``) with the group sizes read
+    on the host once, at the column's check call: stock's float16 and
+    float32 path without its per-call device-to-host copy. In bf16 it is
+    the cuBLAS reference stock does not give, so fp16 / bf16 of the same
+    library on the same shapes can be set beside ours (results/NOTES.md,
+    fp16 vs bf16). 2d x 3d and 2d x 2d only, as the suite's passes."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[int, list[int]] = {}
+
+    def _group_sizes(self, offs: torch.Tensor) -> list[int]:
+        # The bench reuses one offsets tensor per row: read it once (the
+        # check call, outside the timed rounds).
+        key = id(offs)
+        if key not in self._sizes:
+            ends = offs.tolist()
+            self._sizes[key] = [e - s for s, e in zip([0] + ends, ends)]
+        return self._sizes[key]
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor,
+                 offs: torch.Tensor) -> torch.Tensor:
+        sizes = self._group_sizes(offs)
+        if a.dim() == 2 and b.dim() == 3:  # rows grouped: (M, N)
+            out = torch.empty(a.shape[0], b.shape[-1], device=a.device,
+                              dtype=a.dtype)
+            start = 0
+            for g, size in enumerate(sizes):
+                if size:
+                    torch.mm(a[start:start + size], b[g],
+                             out=out[start:start + size])
+                start += size
+            out[start:].zero_()
+            return out
+        if a.dim() == 2 and b.dim() == 2:  # K grouped: (G, M, N)
+            out = torch.empty(len(sizes), a.shape[0], b.shape[-1],
+                              device=a.device, dtype=a.dtype)
+            start = 0
+            for g, size in enumerate(sizes):
+                # k = 0: torch.mm writes zeros.
+                torch.mm(a[:, start:start + size], b[start:start + size],
+                         out=out[g])
+                start += size
+            return out
+        raise ValueError(f"loop column: {a.dim()}d x {b.dim()}d is not "
+                         "a grouped layout of the suite")
+
+
 @contextlib.contextmanager
 def _column_env(fn: Any) -> Iterator[None]:
     """Sets an EnvColumn's variables for the block, then restores them."""
@@ -576,7 +631,8 @@ def _column_env(fn: Any) -> Iterator[None]:
 
 
 def _callables(inductor: bool,
-               variants: Sequence[tuple[str, dict[str, str]]] = ()
+               variants: Sequence[tuple[str, dict[str, str]]] = (),
+               loop: bool = False
                ) -> dict[str, Callable[..., torch.Tensor]]:
     """Column name -> function(a, b, offs), fresh for one row."""
     fns: dict[str, Callable[..., torch.Tensor]] = {
@@ -585,6 +641,8 @@ def _callables(inductor: bool,
     }
     for label, env in variants:
         fns[f"ours@{label}"] = EnvColumn(env)
+    if loop:
+        fns["loop"] = LoopColumn()
     if inductor:
         fns["inductor"] = _inductor_fn()
     return fns
@@ -978,7 +1036,8 @@ def _bench(args: argparse.Namespace) -> int:
             _progress(f"[{offset}/{len(plan)}] {spec.case.name} {spec.dist} "
                       f"{spec.label} {spec.pass_name} ...")
         rows = _run_rows_together(
-            batch, [_callables(args.inductor, args.variant) for _ in batch],
+            batch, [_callables(args.inductor, args.variant, args.loop)
+                    for _ in batch],
             results, timer,
             [args.seed + done + j for j in range(1, len(batch) + 1)])
         done += len(batch)

@@ -15,13 +15,15 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-COLUMNS = ("ours", "stock", "inductor")
+COLUMNS = ("ours", "stock", "loop", "inductor")
 # Ratio name -> (numerator column, denominator column or "floor").
 RATIOS: dict[str, tuple[str, str]] = {
     "ours/floor": ("ours", "floor"),
     "stock/floor": ("stock", "floor"),
+    "loop/floor": ("loop", "floor"),
     "inductor/floor": ("inductor", "floor"),
     "ours/stock": ("ours", "stock"),
+    "ours/loop": ("ours", "loop"),
 }
 MD_NAME = "grouped_mm_results.md"
 PNG_NAME = "grouped_mm_results.png"
@@ -243,6 +245,45 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
              "|---|---|---|---|"] + lines)
 
 
+def dtype_pair_lines(rows: list[dict[str, Any]], top: str = "fp16",
+                     bottom: str = "bf16") -> list[str]:
+    """Each column's time in dtype ``top`` over its own time in ``bottom``
+    on the same case x dist x pass, one table per pass, with geometric
+    means: whether a gap between dtypes is ours alone (a kernel to fix) or
+    every library's on these shapes (the card: data-dependent power).
+    Empty when the run lacks either dtype."""
+    base = {(r["case"], r["dist"], r["pass"]): r
+            for r in rows if r["dtype"] == bottom}
+    pairs = [(r, base[(r["case"], r["dist"], r["pass"])]) for r in rows
+             if r["dtype"] == top and (r["case"], r["dist"], r["pass"])
+             in base]
+    columns = [c for c in COLUMNS if _has_column([r for r, _ in pairs], c)]
+    if not pairs or not columns:
+        return []
+
+    def over(pair: tuple[dict[str, Any], dict[str, Any]],
+             column: str) -> Optional[float]:
+        num, den = pair[0].get(f"{column}_us"), pair[1].get(f"{column}_us")
+        return num / den if num and den else None
+
+    lines = []
+    for pass_name in dict.fromkeys(r["pass"] for r, _ in pairs):
+        mine = [p for p in pairs if p[0]["pass"] == pass_name]
+        head = ["case", "dist"] + [f"{c} {top}/{bottom}" for c in columns]
+        lines += [f"**{pass_name}**", "", "| " + " | ".join(head) + " |",
+                  "|" + "|".join(["---"] * 2 + ["---:"] * len(columns))
+                  + "|"]
+        for pair in mine:
+            lines.append("| " + " | ".join(
+                [pair[0]["case"], pair[0]["dist"]]
+                + [_fmt(over(pair, c), 3) for c in columns]) + " |")
+        lines.append("| geomean | | " + " | ".join(
+            _fmt(geomean(over(p, c) for p in mine), 3) for c in columns)
+            + " |")
+        lines.append("")
+    return lines
+
+
 def _worst(rows: list[dict[str, Any]], name: str) -> Optional[dict[str, Any]]:
     scored = [(ratio(r, name), r) for r in rows]
     scored = [(v, r) for v, r in scored if v is not None]
@@ -275,7 +316,7 @@ def _ours_label(results: dict[str, Any]) -> str:
 def _table(results: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     columns = [c for c in COLUMNS if _has_column(rows, c)]
     names = {"ours": _ours_label(results), "stock": "stock",
-             "inductor": "inductor"}
+             "loop": "loop", "inductor": "inductor"}
     ratios = [n for n in RATIOS
               if RATIOS[n][0] in columns and RATIOS[n][1] in columns
               + ["floor"]]
@@ -478,6 +519,10 @@ def markdown(results: dict[str, Any]) -> str:
     picked = _inductor_kernel_lines(rows)
     if picked:
         lines += ["## Inductor's autotuned kernels", ""] + picked + [""]
+    paired = dtype_pair_lines(rows)
+    if paired:
+        lines += ["## fp16 over bf16, each column on the same rows", ""]
+        lines += paired
     targets = target_lines(rows)
     if targets:
         lines += ["## Targets", ""] + targets + [""]

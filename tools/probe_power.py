@@ -99,6 +99,9 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--variant", type=bench._variant, action="append",
                         default=[], metavar="LABEL:NAME=VALUE",
                         help="an extra column ours@LABEL (repeatable)")
+    parser.add_argument("--loop", action="store_true",
+                        help="a column 'loop': one cuBLAS mm per group "
+                        "(tools/bench_grouped_mm.py --loop)")
     parser.add_argument("--out", default=str(bench.REPO / "results" / "tmp"))
     return parser.parse_args(argv)
 
@@ -141,7 +144,7 @@ def _probe(args: argparse.Namespace) -> dict[str, Any]:
                "l2_bytes": int(getattr(props, "L2_cache_size", 0)
                                or bench._FALLBACK_L2_BYTES)}
     row, sizes, n_sets = bench._row_header(spec, machine)
-    fns = bench._callables(False, args.variant)
+    fns = bench._callables(False, args.variant, args.loop)
     checks, calls = bench._prepare_columns(spec, fns, "cuda", sizes, n_sets,
                                            seed=1)
     columns = [name for name in fns if calls.get(name)]

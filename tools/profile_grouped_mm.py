@@ -52,6 +52,10 @@ def short_kernel_name(name: str) -> str:
     for fragment, label in _KERNEL_LABELS:
         if fragment in name:
             return label
+    # cuBLAS's kernel names (nvjet_..., sm90_xmma_...) carry the tile, the
+    # cluster and the schedule: kept whole. Mangled templates are cut.
+    if name.startswith(("nvjet", "sm90_xmma", "sm80_xmma")):
+        return name
     return name if len(name) <= 60 else name[:57] + "..."
 
 
@@ -190,7 +194,10 @@ def main() -> None:
                         help="fp32 runs as tf32, as in the bench")
     parser.add_argument("--pass", dest="pass_name", default="fwd",
                         choices=["fwd", "dgrad", "wgrad"])
-    parser.add_argument("--impl", default="ours", choices=["ours", "stock"])
+    parser.add_argument("--impl", default="ours",
+                        choices=["ours", "stock", "loop"],
+                        help="loop: one cuBLAS mm per group, sizes read "
+                        "on the host once (bench_grouped_mm.py --loop)")
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--kernels", action="store_true",
                         help="print each kernel's launches and GPU time per "
@@ -222,7 +229,7 @@ def main() -> None:
     a, b = bench._operands(spec, gen)
     sizes = cases.group_sizes(args.dist, case.M, case.E)
     offs = torch.tensor(cases.offsets(sizes), device="cuda", dtype=torch.int32)
-    fn = bench._callables(inductor=False)[args.impl]
+    fn = bench._callables(inductor=False, loop=True)[args.impl]
     if args.bias:
         bias = torch.randn(len(sizes), b.shape[-1], device="cuda",
                            dtype=a.dtype, generator=gen)  # (G, N)
