@@ -413,6 +413,30 @@ class TestReferenceCheck(TestCase):
             again = loop(a, b, offs)
         self.assertLess(bench._group_error(spec, again, ref, sizes), 1e-5)
 
+    @parametrize("pass_name", ["fwd", "dgrad"])
+    def test_per_group_column_checks_then_times_the_gemms_alone(
+            self, pass_name: str) -> None:
+        spec, sizes, a, b, ref = self._setup(pass_name, "fp32")
+        offs = torch.tensor(cases.offsets(sizes), dtype=torch.int32)
+        column = bench.PerGroupColumn()
+        seen = []
+
+        def fake_ours(a, b, offs):  # ours on one group, on the CPU
+            self.assertEqual((b.shape[0], offs.tolist()), (1, [a.shape[0]]))
+            seen.append(a.shape[0])
+            return a @ b[0]
+
+        with unittest.mock.patch.object(bench, "_ours", fake_ours):
+            result = bench._check_column("pergroup", column, spec, a, b,
+                                         offs, sizes, ref)
+            self.assertEqual(result["pergroup_check"], "pass")
+            self.assertEqual(seen, [s for s in sizes if s])  # no empty launch
+            last = column(a, b, offs)  # a timed call: no assembly
+        # the last non-empty group's rows (sparse: the last group is empty)
+        self.assertEqual(last.shape, (seen[-1], ref.shape[1]))
+        with self.assertRaisesRegex(ValueError, "2d x 3d only"):
+            column(a.t(), a, offs)
+
     def test_loop_column_zeroes_rows_past_the_last_offset(self) -> None:
         a, b = torch.randn(10, 4), torch.randn(2, 4, 3)
         out = bench.LoopColumn()(a, b, torch.tensor([3, 7]))

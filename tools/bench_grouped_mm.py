@@ -9,7 +9,8 @@ times, side by side in one run on one GPU:
 - optionally (``--inductor``) a function calling ``torch._grouped_mm``
   under ``torch.compile(mode="max-autotune-no-cudagraphs")``;
 - optionally (``--loop``) one cuBLAS ``torch.mm`` per group, the sizes
-  read on the host before timing (``LoopColumn``);
+  read on the host before timing (``LoopColumn``), and (``--per-group``)
+  ours launched once per group the same way (``PerGroupColumn``);
 
 and the floor of DESIGN.md: max(FLOPs / measured dense bf16 mm peak,
 bytes / measured device-to-device copy bandwidth). Each column is checked
@@ -190,6 +191,10 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "group with the sizes read on the host before "
                         "timing (stock's fp16/fp32 path without its sync; "
                         "in bf16 a cuBLAS reference stock lacks)")
+    parser.add_argument("--per-group", action="store_true",
+                        help="add a column 'pergroup': ours launched once "
+                        "per group (sizes read on the host before timing; "
+                        "fwd and dgrad only)")
     parser.add_argument("--inputs-as", choices=tuple(cases.DTYPES),
                         default=None,
                         help="draw inputs as values of this dtype, then "
@@ -614,6 +619,40 @@ class LoopColumn:
                          "a grouped layout of the suite")
 
 
+class PerGroupColumn(LoopColumn):
+    """Ours launched once per group on that group's rows (2d x 3d only),
+    the sizes read on the host at the check call: what our kernel does
+    when every group starts on an idle GPU, as each of cuBLAS's per-group
+    launches does. The check call assembles the groups into one output;
+    the timed calls do not (the copy would add ~2% on the Mixtral rows),
+    so the time is the GEMMs' alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._checked = False
+        self._offs: dict[int, list[torch.Tensor]] = {}
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor,
+                 offs: torch.Tensor) -> torch.Tensor:
+        if not (a.dim() == 2 and b.dim() == 3):
+            raise ValueError("pergroup column: rows-grouped 2d x 3d only")
+        sizes = self._group_sizes(offs)
+        if id(offs) not in self._offs:  # one-element offsets, made once
+            self._offs[id(offs)] = [
+                torch.tensor([size], device=a.device, dtype=offs.dtype)
+                for size in sizes]
+        outs, start = [], 0
+        for g, (size, one) in enumerate(zip(sizes, self._offs[id(offs)])):
+            if size:
+                outs.append(_ours(a[start:start + size], b[g:g + 1], one))
+            start += size
+        if self._checked:
+            return outs[-1]
+        self._checked = True
+        tail = a.new_zeros(a.shape[0] - start, b.shape[-1])
+        return torch.cat(outs + [tail])
+
+
 @contextlib.contextmanager
 def _column_env(fn: Any) -> Iterator[None]:
     """Sets an EnvColumn's variables for the block, then restores them."""
@@ -632,7 +671,7 @@ def _column_env(fn: Any) -> Iterator[None]:
 
 def _callables(inductor: bool,
                variants: Sequence[tuple[str, dict[str, str]]] = (),
-               loop: bool = False
+               loop: bool = False, per_group: bool = False
                ) -> dict[str, Callable[..., torch.Tensor]]:
     """Column name -> function(a, b, offs), fresh for one row."""
     fns: dict[str, Callable[..., torch.Tensor]] = {
@@ -643,6 +682,8 @@ def _callables(inductor: bool,
         fns[f"ours@{label}"] = EnvColumn(env)
     if loop:
         fns["loop"] = LoopColumn()
+    if per_group:
+        fns["pergroup"] = PerGroupColumn()
     if inductor:
         fns["inductor"] = _inductor_fn()
     return fns
@@ -1036,8 +1077,8 @@ def _bench(args: argparse.Namespace) -> int:
             _progress(f"[{offset}/{len(plan)}] {spec.case.name} {spec.dist} "
                       f"{spec.label} {spec.pass_name} ...")
         rows = _run_rows_together(
-            batch, [_callables(args.inductor, args.variant, args.loop)
-                    for _ in batch],
+            batch, [_callables(args.inductor, args.variant, args.loop,
+                               args.per_group) for _ in batch],
             results, timer,
             [args.seed + done + j for j in range(1, len(batch) + 1)])
         done += len(batch)

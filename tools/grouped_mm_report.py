@@ -15,15 +15,17 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-COLUMNS = ("ours", "stock", "loop", "inductor")
+COLUMNS = ("ours", "stock", "loop", "pergroup", "inductor")
 # Ratio name -> (numerator column, denominator column or "floor").
 RATIOS: dict[str, tuple[str, str]] = {
     "ours/floor": ("ours", "floor"),
     "stock/floor": ("stock", "floor"),
     "loop/floor": ("loop", "floor"),
+    "pergroup/floor": ("pergroup", "floor"),
     "inductor/floor": ("inductor", "floor"),
     "ours/stock": ("ours", "stock"),
     "ours/loop": ("ours", "loop"),
+    "pergroup/loop": ("pergroup", "loop"),
 }
 MD_NAME = "grouped_mm_results.md"
 PNG_NAME = "grouped_mm_results.png"
@@ -316,7 +318,8 @@ def _ours_label(results: dict[str, Any]) -> str:
 def _table(results: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     columns = [c for c in COLUMNS if _has_column(rows, c)]
     names = {"ours": _ours_label(results), "stock": "stock",
-             "loop": "loop", "inductor": "inductor"}
+             "loop": "loop", "pergroup": "pergroup",
+             "inductor": "inductor"}
     ratios = [n for n in RATIOS
               if RATIOS[n][0] in columns and RATIOS[n][1] in columns
               + ["floor"]]

@@ -195,9 +195,11 @@ def main() -> None:
     parser.add_argument("--pass", dest="pass_name", default="fwd",
                         choices=["fwd", "dgrad", "wgrad"])
     parser.add_argument("--impl", default="ours",
-                        choices=["ours", "stock", "loop"],
+                        choices=["ours", "stock", "loop", "pergroup"],
                         help="loop: one cuBLAS mm per group, sizes read "
-                        "on the host once (bench_grouped_mm.py --loop)")
+                        "on the host once (bench_grouped_mm.py --loop); "
+                        "pergroup: ours launched once per group "
+                        "(--per-group)")
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--kernels", action="store_true",
                         help="print each kernel's launches and GPU time per "
@@ -220,7 +222,7 @@ def main() -> None:
     if case is None:
         parser.error(f"--case {args.case!r} is not in {args.shapes}; it has "
                      + ", ".join(c.name for c in suite.cases))
-    if args.impl == "ours":
+    if args.impl in ("ours", "pergroup"):
         import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
     if args.dtype == "fp32":
         torch.backends.cuda.matmul.allow_tf32 = True  # as the bench runs it
@@ -229,7 +231,8 @@ def main() -> None:
     a, b = bench._operands(spec, gen)
     sizes = cases.group_sizes(args.dist, case.M, case.E)
     offs = torch.tensor(cases.offsets(sizes), device="cuda", dtype=torch.int32)
-    fn = bench._callables(inductor=False, loop=True)[args.impl]
+    fn = bench._callables(inductor=False, loop=True,
+                          per_group=True)[args.impl]
     if args.bias:
         bias = torch.randn(len(sizes), b.shape[-1], device="cuda",
                            dtype=a.dtype, generator=gen)  # (G, N)
