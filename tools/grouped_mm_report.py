@@ -524,7 +524,12 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["## Inductor's autotuned kernels", ""] + picked + [""]
     paired = dtype_pair_lines(rows)
     if paired:
-        lines += ["## fp16 over bf16, each column on the same rows", ""]
+        lines += ["## fp16 over bf16, each column on the same rows", "",
+                  "Each column's fp16 time over its own bf16 time. Stock "
+                  "runs different kernels in the two dtypes (torch 2.11: "
+                  "a cuBLAS GEMM per group after a host sync in fp16, its "
+                  "CUTLASS grouped kernel in bf16), so its ratio is not "
+                  "one library's; `loop` (--loop) is cuBLAS in both.", ""]
         lines += paired
     targets = target_lines(rows)
     if targets:
