@@ -1440,7 +1440,8 @@ class TestSm90TileOrder(HopperTestCase):
                           "OVERLAP_OPS_SM90_SWIZZLE",
                           "OVERLAP_OPS_SM90_STORE_TILE",
                           "OVERLAP_OPS_SM90_HOST_PATH",
-                          "OVERLAP_OPS_SM90_TILE_CHUNK"])
+                          "OVERLAP_OPS_SM90_TILE_CHUNK",
+                          "OVERLAP_OPS_SM90_SCHEDULER"])
     def test_bad_value_raises(self, device, name):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
@@ -1682,6 +1683,112 @@ class TestSm90TileChunk(HopperTestCase):
                 os.environ, {_BACKEND_ENV: "sm90",
                              "OVERLAP_OPS_SM90_TILE_CHUNK": "off"}):
             self._run_and_check(fa, fb, offs)
+
+
+class TestSm90DynamicTiles(HopperTestCase):
+    """The dynamic walk (OVERLAP_OPS_SM90_SCHEDULER=dynamic, an experiment
+    off by default): after their first turns, CTAs take the next output
+    tile from a global counter as they finish, so they cannot drift apart
+    (ChunkedGroupTileScheduler in GroupedMMSm90TileScheduler.cuh). Built
+    for large_solo with 64-column store tiles, 16-bit fwd and dgrad with
+    the output in the input dtype. The same results as the float64
+    reference per group, with empty, one-row and ragged groups, more than
+    1024 groups, a bias, both rasters and a carveout of SMs - 8 (each CTA
+    walks many tiles, most of them claimed from the counter); the counter
+    is reset on every call, graph replays included; other calls raise
+    while it is set."""
+
+    def _dynamic(self, **extra):
+        env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": "large_solo",
+               "OVERLAP_OPS_SM90_STORE_TILE": "64",
+               "OVERLAP_OPS_SM90_SCHEDULER": "dynamic"}
+        env.update(extra)
+        return unittest.mock.patch.dict(os.environ, env)
+
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("b_transposed", [False, True])
+    @parametrize("raster", ["m", "n"])
+    def test_matches_reference(self, device, dtype, b_transposed, raster):
+        cases = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
+                 ([(i * 5) % 7 for i in range(1100)], 72, 264, False),
+                 ([4096, 0, 2500], 256, 1032, False)]
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            for sizes, k, n, with_bias in cases:
+                a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
+                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                        if with_bias else None)
+                offs = make_offsets(sizes, device)
+                with self._dynamic(OVERLAP_OPS_SM90_RASTER=raster):
+                    # Twice: the second call must start from a reset counter.
+                    self._run_and_check(a, b, offs, bias)
+                    self._run_and_check(a, b, offs, bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    def test_runs_the_dynamic_kernel(self, device):
+        sizes = [700, 0, 513, 1]
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 128, 512, False)
+        offs = make_offsets(sizes, device)
+
+        def dynamic(env):
+            with env:
+                names = _sm90_gemm_names({name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs))})
+            self.assertEqual(len(names), 1, names)
+            return "ChunkedGroupProblemShape" in names[0]
+        self.assertTrue(dynamic(self._dynamic()))
+        self.assertFalse(dynamic(self._dynamic(
+            OVERLAP_OPS_SM90_SCHEDULER="static")))
+
+    @dtypes(torch.bfloat16)
+    def test_graph_replay_resets_the_counter(self, device, dtype):
+        groups = 8
+        first = group_sizes("balanced", 4096, groups)
+        second = group_sizes("skewed", 4096, groups, seed=3)
+        a = _randn(4096, 256, device=device, dtype=dtype)
+        b = _randn(groups, 256, 768, device=device, dtype=dtype)
+        offs = make_offsets(first, device)
+        with self._dynamic():
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                _grouped_mm(a, b, offs)  # warm-up outside capture
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = _grouped_mm(a, b, offs)
+        for sizes in (second, first):
+            offs.copy_(make_offsets(sizes, device))
+            a.copy_(torch.randn_like(a))
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_matches_reference(
+                self, out, reference_grouped_mm(a, b, offs), a.dim(),
+                b.dim(), offs, tolerance(dtype, self.device_type))
+
+    def test_other_calls_raise(self, device):
+        sizes = [40, 0, 300]
+        offs = make_offsets(sizes, device)
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 64, 128, False)
+        message = "SCHEDULER=dynamic is built only for"
+        with self._dynamic():
+            # float32 output: no 64-column store tile.
+            with self.assertRaisesRegex(RuntimeError, message):
+                _grouped_mm(a, b, offs, out_dtype=torch.float32)
+            # wgrad (grouped along K).
+            wa, wb = _wgrad_operands(device, torch.bfloat16, sizes, 256, 512)
+            with self.assertRaisesRegex(RuntimeError, message):
+                _grouped_mm(wa, wb, offs)
+        with self._dynamic(OVERLAP_OPS_SM90_TILE="medium"):
+            with self.assertRaisesRegex(RuntimeError, message):
+                _grouped_mm(a, b, offs)
+        # static applies to every call.
+        with self._dynamic(OVERLAP_OPS_SM90_SCHEDULER="static",
+                           OVERLAP_OPS_SM90_TILE="medium"):
+            self._run_and_check(a, b, offs)
 
 
 class TestSm90DirectClusterLaunch(HopperTestCase):

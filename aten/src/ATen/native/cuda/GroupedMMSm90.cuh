@@ -295,7 +295,8 @@ template <typename G>
 typename G::Gemm::Arguments gemm_arguments(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes,
-    RasterOrder raster = RasterOrder::kAlongM, int tile_chunk = 1) {
+    RasterOrder raster = RasterOrder::kAlongM, int tile_chunk = 1,
+    uint32_t* tile_counter = nullptr) {
   typename G::GroupShape problem{};
   problem.num_groups = static_cast<int>(args.geo.num_groups);
   problem.problem_shapes = shapes;
@@ -303,6 +304,7 @@ typename G::Gemm::Arguments gemm_arguments(
   if constexpr (std::is_same_v<typename G::GroupShape,
                                ChunkedGroupProblemShape>) {
     problem.tile_chunk = tile_chunk;
+    problem.tile_counter = tile_counter;
   }
   typename G::Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGrouped, problem,
@@ -334,11 +336,14 @@ template <typename G>
 struct CallStorage {
   DeviceArguments<G> dev;
   void* workspace = nullptr;
+  // The dynamic walk's counter (TileChoice::dynamic_tiles), else null.
+  uint32_t* tile_counter = nullptr;
 };
 
 template <typename G>
 CallStorage<G> carve_call_storage(
-    Tensor& storage, int64_t groups, bool bias, int64_t workspace_bytes) {
+    Tensor& storage, int64_t groups, bool bias, int64_t workspace_bytes,
+    bool tile_counter = false) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
@@ -349,6 +354,7 @@ CallStorage<G> carve_call_storage(
       align_up(groups * int64_t(sizeof(typename G::StrideB))),
       align_up(groups * int64_t(sizeof(typename G::StrideD))),
       bias ? align_up(groups * int64_t(sizeof(float*))) : 0,
+      tile_counter ? align_up(int64_t(sizeof(uint32_t))) : 0,
       align_up(workspace_bytes)};
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -374,6 +380,8 @@ CallStorage<G> carve_call_storage(
   p += sizes[6];
   args.bias = bias ? reinterpret_cast<const float**>(p) : nullptr;
   p += sizes[7];
+  call.tile_counter = tile_counter ? reinterpret_cast<uint32_t*>(p) : nullptr;
+  p += sizes[8];
   call.workspace = p;
   return call;
 }
@@ -393,9 +401,10 @@ template <typename G>
 const char* check_gemm(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes, void* workspace,
-    RasterOrder raster, int tile_chunk, CheckedGemm<G>& checked) {
+    RasterOrder raster, int tile_chunk, uint32_t* tile_counter,
+    CheckedGemm<G>& checked) {
   checked.arguments =
-      gemm_arguments<G>(args, dev, shapes, raster, tile_chunk);
+      gemm_arguments<G>(args, dev, shapes, raster, tile_chunk, tile_counter);
   checked.workspace = workspace;
   if (checked.gemm.can_implement(checked.arguments) !=
       cutlass::Status::kSuccess) {
@@ -530,15 +539,18 @@ const char* run_grouped_gemm(
   const float* fused_bias = args.bias.defined() && choice.bias_in_epilogue
       ? args.bias.const_data_ptr<float>()
       : nullptr;
+  constexpr bool kChunkedShape =
+      std::is_same_v<typename G::GroupShape, ChunkedGroupProblemShape>;
+  const bool dynamic = kChunkedShape && choice.dynamic_tiles;
   Tensor storage;
   const CallStorage<G> call = carve_call_storage<G>(
       storage, args.geo.num_groups, fused_bias != nullptr,
-      gemm_workspace_bytes<G>(args));
+      gemm_workspace_bytes<G>(args), dynamic);
   const DeviceArguments<G>& dev = call.dev;
   CheckedGemm<G> gemm;
-  if (const char* error =
-          check_gemm<G>(args, dev, dev.shapes, call.workspace,
-                        choice.raster, choice.tile_chunk, gemm)) {
+  if (const char* error = check_gemm<G>(
+          args, dev, dev.shapes, call.workspace, choice.raster,
+          choice.tile_chunk, call.tile_counter, gemm)) {
     return error;
   }
   // The fill goes first, and CUTLASS's host-side initialisation overlaps
@@ -558,6 +570,11 @@ const char* run_grouped_gemm(
   // The epilogue adds the bias; the fill writes it into k = 0 groups.
   if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue)) {
     return "launching the argument-filling kernel failed";
+  }
+  // Stream-ordered, so a captured graph resets it on every replay.
+  if (dynamic && cudaMemsetAsync(call.tile_counter, 0, sizeof(uint32_t),
+                                 stream) != cudaSuccess) {
+    return "resetting the dynamic walk's tile counter failed";
   }
   if (!classic) {
     if (const char* error = set_checked_parameters(gemm, stream, false)) {
@@ -594,6 +611,15 @@ template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
 const char* run_store_width(const LaunchArgs& args, const LeadingDims& ld,
                             TileChoice choice) {
   using Stored = StoreTileConfig<Base, kCols>;
+  // The dynamic walk (TileChoice::dynamic_tiles): built on large_solo with
+  // 64-column store tiles only; the dispatcher refuses it elsewhere.
+  if constexpr (std::is_same_v<Base, LargeSoloTileConfig> && kCols == 64) {
+    if (choice.dynamic_tiles) {
+      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                                          KTile<TileChunked<Stored>>>>(
+          args, ld, choice);
+    }
+  }
   if constexpr (std::is_same_v<Base, LargeTileConfig>) {
     if (choice.tile_chunk > 1) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,

@@ -74,6 +74,13 @@ struct TileChoice {
   // units, with its store tiles; calls that reach another config or unit
   // raise while one is pinned.
   int tile_chunk = 1;
+  // An experiment, off by default (OVERLAP_OPS_SM90_SCHEDULER=dynamic):
+  // CTAs take their later tiles from a global counter as they finish, so
+  // they cannot drift apart over a long call (ChunkedGroupTileScheduler).
+  // Built for large_solo with 64-column store tiles (16-bit fwd and dgrad
+  // with the output in the input dtype); other calls raise while it is
+  // set.
+  bool dynamic_tiles = false;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

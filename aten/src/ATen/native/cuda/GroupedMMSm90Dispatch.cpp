@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 
 namespace at::native::grouped_mm {
 namespace {
@@ -189,6 +190,31 @@ int pick_tile_chunk(const LaunchArgs& args, const sm90::TileChoice& choice) {
   return 1 << (pinned - 1);
 }
 
+// OVERLAP_OPS_SM90_SCHEDULER=static|dynamic (TileChoice::dynamic_tiles),
+// an experiment: static unless set. Its kernel is built for one kind of
+// call only, so the switch raises on the others rather than timing a
+// different kernel.
+bool pick_dynamic_tiles(const LaunchArgs& args,
+                        const sm90::TileChoice& choice) {
+  if (env_choice("OVERLAP_OPS_SM90_SCHEDULER", {"static", "dynamic"}) != 2) {
+    return false;
+  }
+  const ScalarType in = args.a.scalar_type();
+  TORCH_CHECK(
+      in != kFloat && args.out.scalar_type() == in &&
+          args.geo.grouped == GroupedDim::kRows &&
+          choice.config == sm90::TileConfig::kLargeSolo &&
+          choice.store_tile_cols == 64 && choice.tile_chunk == 1,
+      "grouped_mm: OVERLAP_OPS_SM90_SCHEDULER=dynamic is built only for "
+      "bf16 -> bf16 and fp16 -> fp16 calls grouped along rows (fwd, dgrad) "
+      "on the large_solo config with 64-column store tiles; this call runs ",
+      sm90::tile_config_name(choice.config), " with ",
+      choice.store_tile_cols == 0 ? std::string("CUTLASS's")
+                                  : std::to_string(choice.store_tile_cols),
+      "-column store tiles");
+  return true;
+}
+
 // The direct read of N-major TF32 weights: 128-token tiles for small
 // groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
 // OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
@@ -329,6 +355,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   choice.log_swizzle = swizzle == 0 ? 0 : static_cast<int>(swizzle) - 1;
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
   choice.tile_chunk = pick_tile_chunk(args, choice);
+  choice.dynamic_tiles = pick_dynamic_tiles(args, choice);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {

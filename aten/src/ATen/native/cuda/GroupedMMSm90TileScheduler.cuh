@@ -27,9 +27,14 @@ namespace at::native::grouped_mm::sm90 {
 // GroupProblemShape with the number of consecutive tiles each CTA takes
 // (chunked_tile_index); the scheduler reads it from its copy of the
 // problem shape in its parameters, so one kernel serves every chunk.
+// tile_counter, when set (OVERLAP_OPS_SM90_SCHEDULER=dynamic, chunk 1 and
+// one-CTA clusters only), makes the walk dynamic: see
+// ChunkedGroupTileScheduler::advance_to_next_work.
 struct ChunkedGroupProblemShape
     : cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>> {
   int32_t tile_chunk = 1;
+  // Zero at the launch (the host sets it before each call).
+  uint32_t* tile_counter = nullptr;
 };
 
 // CUTLASS's group scheduler, walking the linear tile index in the chunked
@@ -65,6 +70,11 @@ class ChunkedGroupTileScheduler
         uint64_t(params.cluster_shape_.m()) * params.cluster_shape_.n();
     const int32_t chunk = params.problem_shapes_.tile_chunk;
     chunk_ = chunk > 1 ? uint64_t(chunk) : 1;
+    // The host allows the dynamic walk only with these; a kernel given a
+    // counter otherwise keeps the static walk rather than lose tiles.
+    if (chunk_ == 1 && cluster_ctas_ == 1) {
+      tile_counter_ = params.problem_shapes_.tile_counter;
+    }
 #endif
   }
 
@@ -73,12 +83,41 @@ class ChunkedGroupTileScheduler
     return this->get_current_work_for_linear_idx(index_at(0));
   }
 
-  // As CUTLASS's, with the chunked index.
+  // As CUTLASS's, with the chunked index; or, with a tile counter, the
+  // dynamic walk. Why dynamic: in the static walk CTA i takes tiles i,
+  // i + P, i + 2P, ... whatever the others do, so CTAs on slower SMs fall
+  // behind by a growing margin over a long call, and tiles sharing an
+  // operand run at different times: the L2 has evicted the operand by
+  // the second read (results/fp16_vs_cublas: 6.8-12.2 GB of DRAM reads
+  // against 5.1 GB launched per group, mixtral_8x7b_w2 fwd). Dynamic:
+  // each CTA's first kPipelineStages turns keep the static indices (they
+  // are claimed at once, before any tile runs), later turns take the next
+  // index after kPipelineStages * P from the counter when the pipeline
+  // has a free slot, which is when this CTA's own tiles move on. So the
+  // tiles in flight stay a window of consecutive indices, and each CTA's
+  // indices still increase, as the group search needs. The whole warp
+  // calls this (the group search uses every lane).
   template <typename Pipeline, typename PipelineState>
   CUTLASS_DEVICE auto advance_to_next_work(Pipeline& pipeline,
                                            PipelineState producer_state,
                                            uint32_t advance_count = 1) {
     step_ += advance_count;
+    if (tile_counter_ != nullptr && step_ >= kPipelineStages) {
+      pipeline.producer_acquire(producer_state);
+      uint32_t claimed = 0;
+      if (cutlass::canonical_lane_idx() == 0) {
+        claimed = atomicAdd(tile_counter_, 1u);
+      }
+      claimed = __shfl_sync(0xffffffff, claimed, 0);
+      auto work_tile = this->get_current_work_for_linear_idx(
+          uint64_t(kPipelineStages) * grid_ctas_ + claimed);
+      if (cute::elect_one_sync()) {
+        this->response_ptr_[producer_state.index()] = work_tile;
+        cutlass::arch::fence_view_async_shared();
+        pipeline.producer_commit(producer_state);
+      }
+      return cute::make_tuple(work_tile, true);
+    }
     auto work_tile = this->get_current_work_for_linear_idx(index_at(step_));
     pipeline.producer_acquire(producer_state);
     if (cute::elect_one_sync()) {
@@ -100,6 +139,7 @@ class ChunkedGroupTileScheduler
   uint64_t cluster_ctas_ = 1;
   uint64_t chunk_ = 1;
   uint64_t step_ = 0;
+  uint32_t* tile_counter_ = nullptr;
 };
 
 }  // namespace at::native::grouped_mm::sm90
