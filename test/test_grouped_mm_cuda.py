@@ -1874,6 +1874,8 @@ instantiate_device_type_tests(TestSm90StoreTile, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90DirectClusterLaunch, globals(),
                               only_for=("cuda",))
+instantiate_device_type_tests(TestSm90DynamicTiles, globals(),
+                              only_for=("cuda",))
 instantiate_device_type_tests(TestSm90TileChunk, globals(),
                               only_for=("cuda",))
 
