@@ -1659,5 +1659,88 @@ class TestGaps(TestCase):
 instantiate_parametrized_tests(TestGroupSizes)
 instantiate_parametrized_tests(TestReferenceCheck)
 
+
+class TestWaveTraffic(TestCase):
+    """tools/wave_traffic.py: the DRAM bytes of a tile walk whose waves run
+    in step (a model; its calibration against ncu is in its docstring)."""
+
+    def setUp(self) -> None:
+        import wave_traffic
+        self.wt = wave_traffic
+
+    def test_order_follows_cutlass_bands(self) -> None:
+        group = self.wt.Group(m=256, k=8, n=1024)
+        walk = self.wt.Walk(tile_m=128, tile_n=256, swizzle=2)
+        self.assertEqual(list(self.wt.group_tiles(group, walk)), [
+            (0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3), (1, 2), (1, 3)])
+        # Raster N: along a tile row first.
+        along_n = dataclasses.replace(walk, raster="n", swizzle=1)
+        self.assertEqual(list(self.wt.group_tiles(group, along_n))[:5],
+                         [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)])
+        # Rounding tiles outside a group are dropped; empty groups have none.
+        odd = list(self.wt.group_tiles(self.wt.Group(m=130, k=8, n=256),
+                                       dataclasses.replace(walk, swizzle=4)))
+        self.assertEqual(odd, [(0, 0), (1, 0)])
+        self.assertEqual(list(self.wt.group_tiles(
+            self.wt.Group(m=0, k=8, n=256), walk)), [])
+
+    def test_bytes_by_hand(self) -> None:
+        # Two waves of two tiles; each reads both A row panels and one B
+        # column panel; the ragged second row panel has 72 real rows.
+        group = self.wt.Group(m=200, k=10, n=512)
+        walk = self.wt.Walk(tile_m=128, tile_n=256, ctas=2)
+        per_wave = (128 + 72 + 256) * 10 * 2
+        self.assertEqual(self.wt.dram_bytes([group], walk, 2),
+                         2 * per_wave + 200 * 512 * 2)
+        self.assertEqual(self.wt.least_bytes([group], 2),
+                         (200 + 512) * 10 * 2 + 200 * 512 * 2)
+        # A k = 0 group (wgrad) reads nothing and writes its zeros.
+        empty_k = self.wt.Group(m=128, k=0, n=256)
+        self.assertEqual(self.wt.dram_bytes([empty_k], walk, 2),
+                         128 * 256 * 2)
+
+    def test_per_group_waves_restart_at_each_group(self) -> None:
+        # Three one-tile groups sharing nothing, 2 CTAs: in one launch the
+        # second wave holds group 2 alone either way; per group, three.
+        groups = [self.wt.Group(m=128, k=4, n=256)] * 3
+        walk = self.wt.Walk(ctas=2)
+        waves = list(self.wt._waves(groups, walk))
+        self.assertEqual([len(w) for w in waves], [2, 1])
+        waves = list(self.wt._waves(
+            groups, dataclasses.replace(walk, per_group=True)))
+        self.assertEqual([len(w) for w in waves], [1, 1, 1])
+
+    def test_calibration_rows(self) -> None:
+        # The numbers results/fp16_vs_cublas/README.md quotes.
+        suite = cases.load_suite(cases.DEFAULT_SUITE)
+        by_name = {c.name: c for c in suite.cases}
+
+        def gb(name: str, **walk) -> float:
+            case = by_name[name]
+            groups = self.wt.pass_groups(
+                case, cases.group_sizes("balanced", case.M, case.E), "fwd")
+            return round(self.wt.dram_bytes(
+                groups, self.wt.Walk(**walk), 2) / 1e9, 2)
+
+        self.assertEqual(gb("mixtral_8x7b_w2"), 5.79)
+        self.assertEqual(gb("mixtral_8x7b_w2", per_group=True), 5.14)
+        self.assertEqual(gb("mixtral_8x7b_w2", swizzle=8, per_group=True),
+                         4.56)
+        self.assertEqual(gb("mixtral_8x7b_w13"), 5.91)
+        self.assertEqual(gb("mixtral_8x7b_w13", per_group=True), 5.84)
+
+    def test_command_line(self) -> None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.wt.main(["--case", "mixtral_8x7b_w2", "--per-group"])
+        self.assertIn("5.14 GB in step (each operand once: 2.15 GB)",
+                      out.getvalue())
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            with self.assertRaises(SystemExit):
+                self.wt.main(["--case", "mixtral_8x7b_w2", "--tile", "12"])
+        self.assertIn("expected ROWSxCOLUMNS", err.getvalue())
+        with self.assertRaisesRegex(SystemExit, "no case 'nope'"):
+            self.wt.main(["--case", "nope"])
+
 if __name__ == "__main__":
     run_tests()
