@@ -105,6 +105,20 @@ def _check_wgrad_cases(test, device, dtype, cases, env):
         torch._C._set_sm_carveout_experimental(None)
 
 
+def _capture_graph(fn):
+    """(graph, output) of one call of fn captured in a CUDA graph, after a
+    warm-up call on a side stream (outside the capture)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
 def _fwd_operands(device, dtype, sizes, k, n, b_transposed):
     """A forward call's operands: a (sum(sizes), k) row-major; b (groups,
     k, n) row-major, or a column-major (K contiguous) view when
@@ -226,14 +240,7 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         else:
             a = _randn(32, 256, device=device, dtype=dtype)
             b = _randn(256, 48, device=device, dtype=dtype)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            _grouped_mm(a, b, offs)  # warm-up outside capture
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = _grouped_mm(a, b, offs)
+        graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
         offs.copy_(make_offsets(second, device))
         a.copy_(torch.randn_like(a))
         graph.replay()
@@ -1751,14 +1758,7 @@ class TestSm90DynamicTiles(HopperTestCase):
         b = _randn(groups, 256, 768, device=device, dtype=dtype)
         offs = make_offsets(first, device)
         with self._dynamic():
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                _grouped_mm(a, b, offs)  # warm-up outside capture
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = _grouped_mm(a, b, offs)
+            graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
         for sizes in (second, first):
             offs.copy_(make_offsets(sizes, device))
             a.copy_(torch.randn_like(a))
