@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-machine session: install carried wheels, build the extension
 # against the machine's own torch, then run the requested stages.
-#   tools/gpu_session.sh build test bench sanitize moe kernels ...
+#   tools/gpu_session.sh build test bench sanitize moe kernels dram ...
 # saveext packs the built extension into $OUT/ext.tar.xz; carried back as
 # .ext/ext.tar.xz, loadext installs it instead of build (same sources only).
 # testsm80 / benchsm80 run the tests / benchmark with the SM80 path forced.
@@ -566,6 +566,34 @@ for stage in "$@"; do
       python3 tools/compare_grouped_mm_runs.py "$OUT/sm80/grouped_mm_results.json" \
         "$OUT/sm80/hopper/grouped_mm_results.json" --labels sm80,hopper \
         --out "$OUT/sm80/comparison.md" && head -6 "$OUT/sm80/comparison.md"
+      ;;
+    dram)
+      # DRAM bytes (ncu, locked clocks) of one row (DRAM_ROW: case dist
+      # pass; DRAM_DTYPE, default bf16) for each DRAM_VARIANTS entry
+      # label:NAME=VALUE[,NAME=VALUE] (ours under those switches; "loop"
+      # and "pergroup" as labels run those columns instead), over
+      # DRAM_LAUNCHES (default 3) GEMM launches after 4, so a variable walk
+      # shows as spread (the one-launch kernel read 6.8-12.2 GB for the
+      # same call, twenty-first session). Compare with the model:
+      # tools/wave_traffic.py. Into $OUT/dram/dram.txt.
+      read -r dcase ddist dpass <<< "${DRAM_ROW:-mixtral_8x7b_w2 balanced fwd}"
+      mkdir -p "$OUT/dram"
+      for variant in ${DRAM_VARIANTS:-ours: dyn:OVERLAP_OPS_SM90_SCHEDULER=dynamic loop:}; do
+        label=${variant%%:*}; settings=${variant#*:}
+        impl=ours; kernels=device_kernel
+        [[ $label == loop ]] && impl=loop && kernels=nvjet
+        [[ $label == pergroup ]] && impl=pergroup
+        echo "== $dcase $ddist $dpass ${DRAM_DTYPE:-bf16} $label ${settings:-(defaults)}" \
+          | tee -a "$OUT/dram/dram.txt"
+        IFS=, read -ra envs <<< "$settings"
+        env "${envs[@]}" timeout 120 ncu --launch-skip 4 \
+          --launch-count "${DRAM_LAUNCHES:-3}" -k "regex:$kernels" \
+          --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
+          python3 tools/profile_grouped_mm.py --case "$dcase" --dist "$ddist" \
+          --pass "$dpass" --impl "$impl" --dtype "${DRAM_DTYPE:-bf16}" \
+          --calls 8 2>&1 | grep -E "dram__|lts__|gpu__time" \
+          | tee -a "$OUT/dram/dram.txt"
+      done
       ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
