@@ -200,18 +200,27 @@ bool pick_dynamic_tiles(const LaunchArgs& args,
     return false;
   }
   const ScalarType in = args.a.scalar_type();
+  const char* reason = nullptr;
+  if (in == kFloat || args.out.scalar_type() != in) {
+    reason = "float32 inputs or output";
+  } else if (args.geo.grouped != GroupedDim::kRows) {
+    reason = "a call not grouped along rows";
+  } else if (choice.config != sm90::TileConfig::kLargeSolo) {
+    reason = "another tile config";
+  } else if (choice.store_tile_cols != 64) {
+    reason = "store tiles other than 64 columns";
+  } else if (choice.tile_chunk != 1) {
+    reason = "a chunked tile order";
+  }
   TORCH_CHECK(
-      in != kFloat && args.out.scalar_type() == in &&
-          args.geo.grouped == GroupedDim::kRows &&
-          choice.config == sm90::TileConfig::kLargeSolo &&
-          choice.store_tile_cols == 64 && choice.tile_chunk == 1,
+      reason == nullptr,
       "grouped_mm: OVERLAP_OPS_SM90_SCHEDULER=dynamic is built only for "
       "bf16 -> bf16 and fp16 -> fp16 calls grouped along rows (fwd, dgrad) "
-      "on the large_solo config with 64-column store tiles; this call runs ",
-      sm90::tile_config_name(choice.config), " with ",
+      "on the large_solo config with 64-column store tiles; this call has ",
+      reason, " (config ", sm90::tile_config_name(choice.config), ", ",
       choice.store_tile_cols == 0 ? std::string("CUTLASS's")
                                   : std::to_string(choice.store_tile_cols),
-      "-column store tiles");
+      "-column store tiles)");
   return true;
 }
 

@@ -90,13 +90,16 @@ class ChunkedGroupTileScheduler
   // operand run at different times: the L2 has evicted the operand by
   // the second read (results/fp16_vs_cublas: 6.8-12.2 GB of DRAM reads
   // against 5.1 GB launched per group, mixtral_8x7b_w2 fwd). Dynamic:
-  // each CTA's first kPipelineStages turns keep the static indices (they
-  // are claimed at once, before any tile runs), later turns take the next
-  // index after kPipelineStages * P from the counter when the pipeline
-  // has a free slot, which is when this CTA's own tiles move on. So the
-  // tiles in flight stay a window of consecutive indices, and each CTA's
-  // indices still increase, as the group search needs. The whole warp
-  // calls this (the group search uses every lane).
+  // each CTA's first kPipelineStages turns keep the static indices, later
+  // turns take the next index after kPipelineStages * P from the counter
+  // once the pipeline has a free slot. The pipeline's kPipelineStages
+  // slots start empty, so the first claim happens at launch; each later
+  // claim when the CTA finishes the tile about kPipelineStages turns
+  // earlier. So a CTA runs at most ~kPipelineStages tiles ahead of its
+  // claims: drift is bounded by what builds up over that many tiles
+  // instead of growing over the whole call. Each CTA's indices still
+  // increase, as the group search needs. The whole warp calls this (the
+  // group search uses every lane).
   template <typename Pipeline, typename PipelineState>
   CUTLASS_DEVICE auto advance_to_next_work(Pipeline& pipeline,
                                            PipelineState producer_state,
