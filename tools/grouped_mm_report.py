@@ -317,9 +317,8 @@ def _ours_label(results: dict[str, Any]) -> str:
 
 def _table(results: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     columns = [c for c in COLUMNS if _has_column(rows, c)]
-    names = {"ours": _ours_label(results), "stock": "stock",
-             "loop": "loop", "pergroup": "pergroup",
-             "inductor": "inductor"}
+    names = {c: c for c in COLUMNS}
+    names["ours"] = _ours_label(results)
     ratios = [n for n in RATIOS
               if RATIOS[n][0] in columns and RATIOS[n][1] in columns
               + ["floor"]]

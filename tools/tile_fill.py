@@ -51,10 +51,12 @@ def last_wave_fill(tiles: int, sms: int) -> float:
     return tiles / (math.ceil(tiles / sms) * sms) if tiles else 1.0
 
 
-def _parse_tile(text: str) -> tuple[int, int]:
+def parse_tile(text: str) -> tuple[int, int]:
+    """An output tile ROWSxCOLUMNS from the command line (argparse type)."""
     rows, sep, cols = text.partition("x")
     if not sep or not rows.isdigit() or not cols.isdigit():
-        raise argparse.ArgumentTypeError(f"expected ROWSxCOLS, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected ROWSxCOLUMNS, e.g. 128x256, got {text!r}")
     return int(rows), int(cols)
 
 
@@ -97,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--dtype", default="bf16")
     parser.add_argument("--pass", dest="pass_", default="fwd",
                         choices=("fwd", "dgrad"))
-    parser.add_argument("--tile", dest="tiles", type=_parse_tile,
+    parser.add_argument("--tile", dest="tiles", type=parse_tile,
                         action="append",
                         help="ROWSxCOLS, repeatable (default: 128x256, "
                              "128x128, 64x256, 64x128)")

@@ -36,6 +36,7 @@ from typing import Iterator, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grouped_mm_cases as cases  # noqa: E402
+from tile_fill import parse_tile  # noqa: E402
 
 _H200_SMS = 132
 
@@ -154,8 +155,8 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--pass", dest="pass_name", default="fwd",
                         choices=cases.PASSES)
     parser.add_argument("--dtype", default="bf16", choices=tuple(cases.DTYPES))
-    parser.add_argument("--tile", default="128x256",
-                        help="output tile, rows x columns (default 128x256)")
+    parser.add_argument("--tile", type=parse_tile, default=(128, 256),
+                        help="output tile, ROWSxCOLUMNS (default 128x256)")
     parser.add_argument("--ctas", type=int, default=_H200_SMS,
                         help="CTAs in the persistent grid (default 132, "
                         "an H200 without carveout)")
@@ -166,11 +167,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="one launch per group: every group starts a "
                         "new wave")
     args = parser.parse_args(argv)
-    try:
-        tile_m, tile_n = (int(x) for x in args.tile.split("x"))
-    except ValueError:
-        parser.error(f"--tile {args.tile!r}: expected ROWSxCOLUMNS, "
-                     "e.g. 128x256")
+    tile_m, tile_n = args.tile
     if tile_m <= 0 or tile_n <= 0 or args.ctas <= 0:
         parser.error("--tile and --ctas must be positive")
     args.walk = Walk(tile_m, tile_n, args.ctas, args.raster, args.swizzle,

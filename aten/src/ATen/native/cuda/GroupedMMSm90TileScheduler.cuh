@@ -114,24 +114,29 @@ class ChunkedGroupTileScheduler
       claimed = __shfl_sync(0xffffffff, claimed, 0);
       auto work_tile = this->get_current_work_for_linear_idx(
           uint64_t(kPipelineStages) * grid_ctas_ + claimed);
-      if (cute::elect_one_sync()) {
-        this->response_ptr_[producer_state.index()] = work_tile;
-        cutlass::arch::fence_view_async_shared();
-        pipeline.producer_commit(producer_state);
-      }
+      publish(pipeline, producer_state, work_tile);
       return cute::make_tuple(work_tile, true);
     }
     auto work_tile = this->get_current_work_for_linear_idx(index_at(step_));
     pipeline.producer_acquire(producer_state);
+    publish(pipeline, producer_state, work_tile);
+    return cute::make_tuple(work_tile, true);
+  }
+
+ private:
+  // Hands a work tile to the other warps through the acquired slot, as
+  // CUTLASS's group scheduler does.
+  template <typename Pipeline, typename PipelineState, typename WorkTile>
+  CUTLASS_DEVICE void publish(Pipeline& pipeline,
+                              PipelineState producer_state,
+                              WorkTile const& work_tile) {
     if (cute::elect_one_sync()) {
       this->response_ptr_[producer_state.index()] = work_tile;
       cutlass::arch::fence_view_async_shared();
       pipeline.producer_commit(producer_state);
     }
-    return cute::make_tuple(work_tile, true);
   }
 
- private:
   CUTLASS_DEVICE uint64_t index_at(uint64_t step) const {
     return chunked_tile_index(first_cta_, grid_ctas_, cluster_ctas_, chunk_,
                               step);
