@@ -958,6 +958,9 @@ def _machine(dtypes: list[str], timer: Timer) -> dict[str, Any]:
     return {
         "device": "cuda",
         "gpu": props.name,
+        # Which card: fp16 over bf16 on the same rows moved from up to
+        # 1.10 to at most 1.04 between two machines (2026-12-02).
+        "gpu_uuid": str(getattr(props, "uuid", "unknown")),
         "sm_count": props.multi_processor_count,
         "l2_bytes": int(getattr(props, "L2_cache_size", 0)
                         or _FALLBACK_L2_BYTES),

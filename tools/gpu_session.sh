@@ -66,7 +66,7 @@ fi
 # process segfaults on the first TORCH_CHECK failure (seen 2026-11-30).
 # The system compiler links libstdc++ dynamically, as torch itself does.
 export CC=/usr/bin/gcc CXX=/usr/bin/g++
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,clocks.sm,clocks.mem --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
 echo "sources: $(cat .source-commit 2>/dev/null || echo 'unknown (no .source-commit carried)')"
 # The bench records this first: the machine's copy can carry a .git whose

@@ -463,7 +463,9 @@ def _header(results: dict[str, Any]) -> list[str]:
     lines = [
         "# Grouped GEMM benchmark",
         "",
-        f"- GPU: {results.get('gpu', '?')}; torch {results.get('torch', '?')}"
+        f"- GPU: {results.get('gpu', '?')}"
+        + (f" ({results['gpu_uuid']})" if results.get("gpu_uuid") else "")
+        + f"; torch {results.get('torch', '?')}"
         f"; {results.get('timestamp', '?')}",
         f"- command: `{results.get('command', '?')}`",
         f"- suite: `{results.get('shapes_path', '?')}`",
