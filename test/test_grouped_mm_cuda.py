@@ -637,6 +637,53 @@ class TestSm90TileConfig(TestCase):
             index(0, 132, 2, 0, 0)
 
     @needs_extension
+    def test_launch_windows(self):
+        # GroupedMMTileOrder.h: windowed launches
+        # (OVERLAP_OPS_SM90_LAUNCH_WAVES) split a call's linear tile index
+        # into windows of whole waves, at most max_launches of them.
+        bound = torch.ops.overlap_ops._sm90_tile_count_bound
+        windows = torch.ops.overlap_ops._sm90_launch_windows
+        # mixtral_8x7b_w2 fwd-like: 8 groups over 32768 rows, N 4096, on
+        # 128x256 tiles: 256 tile rows plus one padded row per group.
+        self.assertEqual(bound(8, True, 32768, 0, 4096, 128, 256, 1, 1),
+                         (256 + 8) * 16)
+        # Every split of the rows fits under the bound.
+        gen = torch.Generator().manual_seed(0)
+        for groups in (1, 3, 8, 1100):
+            for _ in range(5):
+                cuts = torch.randint(0, 5000, (groups - 1,), generator=gen)
+                edges = [0] + sorted(cuts.tolist()) + [5000]
+                sizes = [hi - lo for lo, hi in zip(edges, edges[1:])]
+                for tm, tn, cm, cn in ((128, 256, 1, 1), (128, 256, 2, 1)):
+                    # The group scheduler's count: each group's tiles along
+                    # both extents rounded up to the cluster.
+                    real = sum(-(-(-(-m // tm)) // cm) * cm for m in sizes) \
+                        * (-(-(-(-520 // tn)) // cn) * cn)
+                    self.assertLessEqual(
+                        real, bound(groups, True, 5000, 0, 520, tm, tn, cm,
+                                    cn))
+        # Grouped along K (wgrad) or batched: every group is m x n.
+        self.assertEqual(bound(4, False, 999, 300, 520, 128, 256, 2, 1),
+                         4 * 4 * 3)
+        self.assertEqual(bound(0, True, 0, 0, 520, 128, 256, 1, 1), 0)
+        # 4 waves of 132 CTAs per launch: 4224 tiles take 8 launches.
+        self.assertEqual(windows(4224, 132, 1, 4, 32), [528, 8])
+        self.assertEqual(windows(4225, 132, 1, 4, 32), [528, 9])
+        # The chunked order's super-blocks stay whole: 4 tiles per turn.
+        self.assertEqual(windows(4224, 132, 4, 2, 32), [1056, 4])
+        # Past max_launches the windows widen instead.
+        per_launch, launches = windows(100000, 8, 1, 2, 32)
+        self.assertLessEqual(launches, 32)
+        self.assertEqual(per_launch % 8, 0)
+        self.assertGreaterEqual(per_launch * launches, 100000)
+        # Nothing to run: still one launch (the kernel writes nothing).
+        self.assertEqual(windows(0, 132, 1, 4, 32), [528, 1])
+        with self.assertRaisesRegex(RuntimeError, "must be > 0"):
+            windows(10, 0, 1, 4, 32)
+        with self.assertRaisesRegex(RuntimeError, "must be >= 0"):
+            bound(-1, True, 0, 0, 1, 128, 256, 1, 1)
+
+    @needs_extension
     def test_tile_chunk_for_few_tokens_per_group(self):
         # The chunked tile order (GroupedMMTileChoice.h): chunk 4 for 16-bit
         # wgrad on large with at most 32 tokens and 264 output tiles
@@ -1799,6 +1846,138 @@ class TestSm90DynamicTiles(HopperTestCase):
             self._run_and_check(a, b, offs)
 
 
+class TestSm90LaunchWindows(HopperTestCase):
+    """Windowed launches (OVERLAP_OPS_SM90_LAUNCH_WAVES=2|4|8|16, an
+    experiment off by default): the call's tiles run as several launches of
+    the chunked-order kernel, each a window of whole waves of the linear
+    tile index (launch_windows in GroupedMMTileOrder.h), so the CTAs
+    restart in step at every launch. Built for large_solo with 64-column
+    store tiles (16-bit fwd, dgrad) and large with wider store tiles
+    (16-bit wgrad). The same results as the float64 reference per group,
+    with empty, one-row and ragged groups, more than 1024 groups, a bias,
+    both rasters and a carveout of SMs - 8 (many windows, and past 32 the
+    windows widen); the launch count follows launch_windows; graph replays
+    with other offsets are right; other calls raise while it is set."""
+
+    def _windows(self, waves="2", tile="large_solo", store_tile="64",
+                 **extra):
+        env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": tile,
+               "OVERLAP_OPS_SM90_STORE_TILE": store_tile,
+               "OVERLAP_OPS_SM90_LAUNCH_WAVES": waves}
+        env.update(extra)
+        return unittest.mock.patch.dict(os.environ, env)
+
+    def _carveout_to(self, device, ctas):
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        torch._C._set_sm_carveout_experimental(sms - ctas)
+
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("b_transposed", [False, True])
+    @parametrize("raster", ["m", "n"])
+    def test_matches_reference(self, device, dtype, b_transposed, raster):
+        cases = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
+                 ([(i * 5) % 7 for i in range(1100)], 72, 264, False),
+                 ([4096, 0, 2500], 256, 1032, False)]
+        self._carveout_to(device, 8)
+        try:
+            for sizes, k, n, with_bias in cases:
+                a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
+                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                        if with_bias else None)
+                offs = make_offsets(sizes, device)
+                for waves in ("2", "16"):
+                    with self._windows(waves, OVERLAP_OPS_SM90_RASTER=raster):
+                        self._run_and_check(a, b, offs, bias)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("store_tile", ["64", "128"])
+    def test_wgrad_matches_reference(self, device, dtype, store_tile):
+        cases = [([300, 0, 1, 777, 130], 520, 264, True),
+                 ([(i * 3) % 5 for i in range(1030)], 136, 256, False)]
+        _check_wgrad_cases(
+            self, device, dtype, cases,
+            lambda: self._windows("2", "large", store_tile))
+
+    def test_launch_count_follows_the_windows(self, device):
+        # 8 CTAs, 2 waves per launch: 16 tiles a window. 5 groups over
+        # 1000 rows on 128x256 tiles, N 1000: bound (8 + 5) x 4 = 52 tiles,
+        # 4 launches; the real 40 tiles (2+3+0+1+4 tile rows of 4) fill
+        # three of them, the last one runs none.
+        sizes = [200, 300, 0, 1, 499]
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 64, 1000, False)
+        offs = make_offsets(sizes, device)
+        bound = torch.ops.overlap_ops._sm90_tile_count_bound(
+            len(sizes), True, sum(sizes), 0, 1000, 128, 256, 1, 1)
+        _, launches = torch.ops.overlap_ops._sm90_launch_windows(
+            bound, 8, 1, 2, 32)
+        self.assertEqual(launches, 4)
+        self._carveout_to(device, 8)
+        try:
+            for waves, expected in (("2", launches), ("off", 1)):
+                with self._windows(waves):
+                    self._run_and_check(a, b, offs)
+                    kernels = _sm90_gemm_names([name for name, _ in
+                                                launched_kernels(
+                        lambda: _grouped_mm(a, b, offs))])
+                self.assertEqual(len(kernels), expected, kernels)
+                self.assertEqual(
+                    waves == "2",
+                    all("ChunkedGroupProblemShape" in k for k in kernels))
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    @dtypes(torch.bfloat16)
+    def test_graph_replay_with_other_offsets(self, device, dtype):
+        # The windows come from host-known sizes only, so a replay whose
+        # groups need other tiles must still run every tile (NaN left
+        # otherwise): from balanced to skewed and back.
+        groups = 8
+        first = group_sizes("balanced", 4096, groups)
+        second = group_sizes("skewed", 4096, groups, seed=3)
+        a = _randn(4096, 256, device=device, dtype=dtype)
+        b = _randn(groups, 256, 768, device=device, dtype=dtype)
+        offs = make_offsets(first, device)
+        self._carveout_to(device, 8)
+        try:
+            with self._windows("2"):
+                graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
+            for sizes in (second, first):
+                offs.copy_(make_offsets(sizes, device))
+                a.copy_(torch.randn_like(a))
+                out.fill_(float("nan"))
+                graph.replay()
+                torch.cuda.synchronize()
+                assert_matches_reference(
+                    self, out, reference_grouped_mm(a, b, offs), a.dim(),
+                    b.dim(), offs, tolerance(dtype, self.device_type))
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+
+    def test_other_calls_raise(self, device):
+        sizes = [40, 0, 300]
+        offs = make_offsets(sizes, device)
+        a, b = _fwd_operands(device, torch.bfloat16, sizes, 64, 128, False)
+        message = "LAUNCH_WAVES is built only for"
+        with self._windows("4", tile="medium", store_tile="auto"):
+            with self.assertRaisesRegex(RuntimeError, message):
+                _grouped_mm(a, b, offs)
+        with self._windows("4", OVERLAP_OPS_SM90_SCHEDULER="dynamic"):
+            with self.assertRaisesRegex(RuntimeError, message):
+                _grouped_mm(a, b, offs)
+        with self._windows("4", OVERLAP_OPS_SM90_SWIZZLE="2"):
+            with self.assertRaisesRegex(RuntimeError, message):
+                _grouped_mm(a, b, offs)
+        with self._windows("3"):
+            with self.assertRaisesRegex(RuntimeError,
+                                        "OVERLAP_OPS_SM90_LAUNCH_WAVES"):
+                _grouped_mm(a, b, offs)
+        # off applies to every call.
+        with self._windows("off", tile="medium", store_tile="auto"):
+            self._run_and_check(a, b, offs)
+
+
 class TestSm90DirectClusterLaunch(HopperTestCase):
     """OVERLAP_OPS_SM90_HOST_PATH=direct (the default): the Hopper kernels
     with a cluster (large: 2x1 CTAs, small: 1x2) launched through
@@ -1883,6 +2062,8 @@ instantiate_device_type_tests(TestSm90StoreTile, globals(),
 instantiate_device_type_tests(TestSm90DirectClusterLaunch, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90DynamicTiles, globals(),
+                              only_for=("cuda",))
+instantiate_device_type_tests(TestSm90LaunchWindows, globals(),
                               only_for=("cuda",))
 instantiate_device_type_tests(TestSm90TileChunk, globals(),
                               only_for=("cuda",))

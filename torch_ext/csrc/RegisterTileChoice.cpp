@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace overlap_ops {
 namespace {
@@ -111,6 +112,34 @@ int64_t sm90_chunked_tile_index(int64_t first_cta, int64_t grid_ctas,
           first_cta, grid_ctas, cluster_ctas, chunk, step));
 }
 
+// Windowed launches' tile bound and windows (tile_count_bound and
+// launch_windows, GroupedMMTileOrder.h).
+int64_t sm90_tile_count_bound(int64_t groups, bool rows_grouped,
+                              int64_t extent, int64_t m, int64_t n,
+                              int64_t tile_m, int64_t tile_n,
+                              int64_t cluster_m, int64_t cluster_n) {
+  TORCH_CHECK(groups >= 0 && extent >= 0 && m >= 0 && n >= 0,
+              "groups, extent, m and n must be >= 0");
+  TORCH_CHECK(tile_m > 0 && tile_n > 0 && cluster_m > 0 && cluster_n > 0,
+              "tile and cluster extents must be > 0");
+  return static_cast<int64_t>(at::native::grouped_mm::sm90::tile_count_bound(
+      groups, rows_grouped, extent, m, n, tile_m, tile_n, cluster_m,
+      cluster_n));
+}
+
+std::vector<int64_t> sm90_launch_windows(int64_t tile_bound,
+                                         int64_t grid_ctas, int64_t chunk,
+                                         int64_t waves,
+                                         int64_t max_launches) {
+  TORCH_CHECK(tile_bound >= 0, "tile_bound must be >= 0, got ", tile_bound);
+  TORCH_CHECK(grid_ctas > 0 && chunk > 0 && waves > 0 && max_launches > 0,
+              "grid_ctas, chunk, waves and max_launches must be > 0");
+  const auto windows = at::native::grouped_mm::sm90::launch_windows(
+      tile_bound, grid_ctas, chunk, waves, max_launches);
+  return {static_cast<int64_t>(windows.tiles_per_launch),
+          static_cast<int64_t>(windows.launches)};
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
@@ -125,6 +154,13 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_sm90_chunked_tile_index(int first_cta, int grid_ctas, "
         "int cluster_ctas, int chunk, int step) -> int",
         &overlap_ops::sm90_chunked_tile_index);
+  m.def("_sm90_tile_count_bound(int groups, bool rows_grouped, int extent, "
+        "int m, int n, int tile_m, int tile_n, int cluster_m, int cluster_n) "
+        "-> int",
+        &overlap_ops::sm90_tile_count_bound);
+  m.def("_sm90_launch_windows(int tile_bound, int grid_ctas, int chunk, "
+        "int waves, int max_launches) -> int[]",
+        &overlap_ops::sm90_launch_windows);
   m.def("_sm90_store_tile_cols(str config, bool same_16bit_out, "
         "str grouped, int mean_extent) -> int",
         &overlap_ops::sm90_store_tile_cols);

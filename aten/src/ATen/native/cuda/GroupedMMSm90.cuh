@@ -503,6 +503,46 @@ cutlass::Status launch_gemm(const typename G::Gemm::Params& params,
   return G::Gemm::run(launched, stream);
 }
 
+// At most this many launches per call in windowed launches
+// (launch_windows): a loose tile bound then widens the windows instead of
+// launching many empty kernels (each a few microseconds).
+constexpr uint64_t kMaxLaunchWindows = 32;
+
+// Windowed launches (TileChoice::launch_waves): G's kernel once per window
+// of the linear tile index, each launch given its window in a copy of the
+// built parameters. The last window is open-ended, so a bound that undercounts
+// loses no tile.
+template <typename G>
+const char* launch_windowed(CheckedGemm<G>& checked, const LaunchArgs& args,
+                            const TileChoice& choice, cudaStream_t stream,
+                            bool direct) {
+  using Kernel = typename G::Kernel;
+  using Tile = typename Kernel::TileShape;
+  using Cluster = typename Kernel::DispatchPolicy::ClusterShape;
+  typename G::Gemm::Params params = checked.gemm.params();
+  const dim3 grid = G::Gemm::get_grid_shape(params);
+  const Geometry& geo = args.geo;
+  const uint64_t bound = tile_count_bound(
+      uint64_t(geo.num_groups), geo.grouped == GroupedDim::kRows,
+      uint64_t(geo.extent), uint64_t(geo.m), uint64_t(geo.n),
+      cute::size<0>(Tile{}), cute::size<1>(Tile{}), cute::size<0>(Cluster{}),
+      cute::size<1>(Cluster{}));
+  const LaunchWindows windows = launch_windows(
+      bound, uint64_t(grid.x) * grid.y * grid.z, uint64_t(choice.tile_chunk),
+      uint64_t(choice.launch_waves), kMaxLaunchWindows);
+  auto& problem = params.scheduler.problem_shapes_;
+  for (uint64_t w = 0; w < windows.launches; ++w) {
+    problem.window_begin = w * windows.tiles_per_launch;
+    problem.window_end = w + 1 < windows.launches
+        ? problem.window_begin + windows.tiles_per_launch
+        : ~uint64_t(0);
+    if (launch_gemm<G>(params, stream, direct) != cutlass::Status::kSuccess) {
+      return "CUTLASS kernel launch failed";
+    }
+  }
+  return nullptr;
+}
+
 template <typename G>
 const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
                            int log_swizzle, bool direct) {
@@ -581,8 +621,13 @@ const char* run_grouped_gemm(
       return error;
     }
   }
-  return launch_checked(gemm, stream, choice.log_swizzle,
-                        choice.host_path == HostPath::kDirect);
+  const bool direct = choice.host_path == HostPath::kDirect;
+  if constexpr (kChunkedShape) {
+    if (choice.launch_waves > 0) {
+      return launch_windowed(gemm, args, choice, stream, direct);
+    }
+  }
+  return launch_checked(gemm, stream, choice.log_swizzle, direct);
 }
 
 // Which units build the wider store tiles, so the others' build time does
@@ -611,17 +656,19 @@ template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
 const char* run_store_width(const LaunchArgs& args, const LeadingDims& ld,
                             TileChoice choice) {
   using Stored = StoreTileConfig<Base, kCols>;
-  // The dynamic walk (TileChoice::dynamic_tiles): built on large_solo with
-  // 64-column store tiles only; the dispatcher refuses it elsewhere.
+  // The dynamic walk (TileChoice::dynamic_tiles) and windowed launches
+  // (launch_waves): built on large_solo with 64-column store tiles, and
+  // on large through the chunked order's kernels below; the dispatcher
+  // refuses them elsewhere.
   if constexpr (std::is_same_v<Base, LargeSoloTileConfig> && kCols == 64) {
-    if (choice.dynamic_tiles) {
+    if (choice.dynamic_tiles || choice.launch_waves > 0) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
                                           KTile<TileChunked<Stored>>>>(
           args, ld, choice);
     }
   }
   if constexpr (std::is_same_v<Base, LargeTileConfig>) {
-    if (choice.tile_chunk > 1) {
+    if (choice.tile_chunk > 1 || choice.launch_waves > 0) {
       return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
                                           KTile<TileChunked<Stored>>>>(
           args, ld, choice);

@@ -81,6 +81,15 @@ struct TileChoice {
   // with the output in the input dtype); other calls raise while it is
   // set.
   bool dynamic_tiles = false;
+  // An experiment, off by default (OVERLAP_OPS_SM90_LAUNCH_WAVES=2|4|8|16):
+  // the call's tiles run as several launches of the same kernel, each this
+  // many turns of every CTA (launch_windows, GroupedMMTileOrder.h), so the
+  // CTAs restart in step at every launch instead of drifting apart over
+  // the whole call. 0: one launch. Uses the kernels built for the chunked
+  // order and the dynamic walk (large with wider store tiles for wgrad,
+  // large_solo with 64-column store tiles for fwd and dgrad); other calls
+  // raise while it is set.
+  int launch_waves = 0;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when

@@ -224,6 +224,40 @@ bool pick_dynamic_tiles(const LaunchArgs& args,
   return true;
 }
 
+// OVERLAP_OPS_SM90_LAUNCH_WAVES=off|2|4|8|16 (TileChoice::launch_waves),
+// an experiment: one launch unless set. It runs the chunked order's and
+// the dynamic walk's kernels, built for two kinds of call only, so the
+// switch raises on the others rather than timing a different kernel.
+int pick_launch_waves(const sm90::TileChoice& choice) {
+  const size_t pinned = env_choice("OVERLAP_OPS_SM90_LAUNCH_WAVES",
+                                   {"off", "2", "4", "8", "16"});
+  if (pinned <= 1) {
+    return 0;
+  }
+  const char* reason = nullptr;
+  if (choice.dynamic_tiles) {
+    reason = "the dynamic walk (OVERLAP_OPS_SM90_SCHEDULER=dynamic)";
+  } else if (choice.log_swizzle != 0) {
+    reason = "a swizzle (OVERLAP_OPS_SM90_SWIZZLE)";
+  } else if (!((choice.config == sm90::TileConfig::kLargeSolo &&
+                choice.store_tile_cols == 64) ||
+               (choice.config == sm90::TileConfig::kLarge &&
+                choice.store_tile_cols != 0))) {
+    reason = "no kernel built for it";
+  }
+  TORCH_CHECK(
+      reason == nullptr,
+      "grouped_mm: OVERLAP_OPS_SM90_LAUNCH_WAVES is built only for bf16 -> "
+      "bf16 and fp16 -> fp16 calls on large_solo with 64-column store tiles "
+      "(fwd, dgrad) or on large with wider store tiles (wgrad), without a "
+      "swizzle or the dynamic walk; this call has ", reason, " (config ",
+      sm90::tile_config_name(choice.config), ", ",
+      choice.store_tile_cols == 0 ? std::string("CUTLASS's")
+                                  : std::to_string(choice.store_tile_cols),
+      "-column store tiles)");
+  return 1 << (pinned - 1);
+}
+
 // The direct read of N-major TF32 weights: 128-token tiles for small
 // groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
 // OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
@@ -365,6 +399,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
   choice.tile_chunk = pick_tile_chunk(args, choice);
   choice.dynamic_tiles = pick_dynamic_tiles(args, choice);
+  choice.launch_waves = pick_launch_waves(choice);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {

@@ -35,6 +35,12 @@ struct ChunkedGroupProblemShape
   int32_t tile_chunk = 1;
   // Zero at the launch (the host sets it before each call).
   uint32_t* tile_counter = nullptr;
+  // The linear tile indices [window_begin, window_end) this launch runs
+  // (windowed launches, launch_windows in GroupedMMTileOrder.h; the host
+  // sets them in a copy of the built parameters per launch). Static walk
+  // only: the host refuses windows with a tile counter.
+  uint64_t window_begin = 0;
+  uint64_t window_end = ~uint64_t(0);
 };
 
 // CUTLASS's group scheduler, walking the linear tile index in the chunked
@@ -75,12 +81,14 @@ class ChunkedGroupTileScheduler
     if (chunk_ == 1 && cluster_ctas_ == 1) {
       tile_counter_ = params.problem_shapes_.tile_counter;
     }
+    window_begin_ = params.problem_shapes_.window_begin;
+    window_end_ = params.problem_shapes_.window_end;
 #endif
   }
 
   template <class ClusterShape>
   CUTLASS_DEVICE auto initial_work_tile_info(ClusterShape) {
-    return this->get_current_work_for_linear_idx(index_at(0));
+    return work_at(index_at(0));
   }
 
   // As CUTLASS's, with the chunked index; or, with a tile counter, the
@@ -117,7 +125,7 @@ class ChunkedGroupTileScheduler
       publish(pipeline, producer_state, work_tile);
       return cute::make_tuple(work_tile, true);
     }
-    auto work_tile = this->get_current_work_for_linear_idx(index_at(step_));
+    auto work_tile = work_at(index_at(step_));
     pipeline.producer_acquire(producer_state);
     publish(pipeline, producer_state, work_tile);
     return cute::make_tuple(work_tile, true);
@@ -137,9 +145,19 @@ class ChunkedGroupTileScheduler
     }
   }
 
+  // The CTA's index at a static turn, counted from its launch's window.
   CUTLASS_DEVICE uint64_t index_at(uint64_t step) const {
-    return chunked_tile_index(first_cta_, grid_ctas_, cluster_ctas_, chunk_,
-                              step);
+    return window_begin_ + chunked_tile_index(first_cta_, grid_ctas_,
+                                              cluster_ctas_, chunk_, step);
+  }
+
+  // The tile at a linear index, or none past the launch's window (every
+  // warp role computes the same answer, so all of them stop together).
+  CUTLASS_DEVICE auto work_at(uint64_t index) {
+    if (index >= window_end_) {
+      return Base::WorkTileInfo::invalid_work_tile();
+    }
+    return this->get_current_work_for_linear_idx(index);
   }
 
   uint64_t first_cta_ = 0;
@@ -147,6 +165,8 @@ class ChunkedGroupTileScheduler
   uint64_t cluster_ctas_ = 1;
   uint64_t chunk_ = 1;
   uint64_t step_ = 0;
+  uint64_t window_begin_ = 0;
+  uint64_t window_end_ = ~uint64_t(0);
   uint32_t* tile_counter_ = nullptr;
 };
 

@@ -43,4 +43,57 @@ C10_HOST_DEVICE constexpr uint64_t chunked_tile_index(
   return cluster_index * cluster_ctas + offset;
 }
 
+// Windowed launches (TileChoice::launch_waves, an experiment): the call's
+// tiles split into consecutive windows of the linear index, one launch of
+// the same kernel per window, so every launch starts its CTAs in step.
+// Why: in one persistent launch the CTAs drift apart over tens of waves,
+// tiles that share an operand panel read it at different times, and the
+// L2 has lost it by the second read (7-12 GB of DRAM traffic against 5.1
+// GB launched per group, mixtral_8x7b_w2 fwd; results/fp16_vs_cublas). At
+// the power limit those bytes cost SM clock.
+//
+// An upper bound on a call's output tiles from what the host knows: each
+// group's count along the grouped rows is rounded up to whole tiles and to
+// the cluster, so a rows-grouped call has at most ceil(extent / tile_m) +
+// groups * cluster_m tile rows; other calls have `groups` groups of
+// (m, n). A wrong bound costs time only: the last window is open-ended.
+C10_HOST_DEVICE constexpr uint64_t tile_count_bound(
+    uint64_t groups, bool rows_grouped, uint64_t extent, uint64_t m,
+    uint64_t n, uint64_t tile_m, uint64_t tile_n, uint64_t cluster_m,
+    uint64_t cluster_n) {
+  const uint64_t tile_rows = rows_grouped
+      ? (extent + tile_m - 1) / tile_m + groups * cluster_m
+      : groups * (((m + tile_m - 1) / tile_m + cluster_m - 1) / cluster_m *
+                  cluster_m);
+  const uint64_t tile_cols =
+      ((n + tile_n - 1) / tile_n + cluster_n - 1) / cluster_n * cluster_n;
+  return tile_rows * tile_cols;
+}
+
+// Tiles per launch and the number of launches for `tile_bound` tiles,
+// `waves` turns of every CTA per launch (each turn `chunk` tiles in the
+// chunked order, so a window holds whole super-blocks), at most
+// max_launches launches (more waves per launch past that, so a loose
+// bound on a many-group call does not launch hundreds of empty kernels).
+// At least one launch.
+struct LaunchWindows {
+  uint64_t tiles_per_launch;
+  uint64_t launches;
+};
+
+C10_HOST_DEVICE constexpr LaunchWindows launch_windows(
+    uint64_t tile_bound, uint64_t grid_ctas, uint64_t chunk, uint64_t waves,
+    uint64_t max_launches) {
+  const uint64_t per_wave = grid_ctas * chunk;
+  uint64_t per_launch = per_wave * waves;
+  uint64_t launches = (tile_bound + per_launch - 1) / per_launch;
+  if (launches > max_launches) {
+    const uint64_t waves_needed =
+        (tile_bound + per_wave * max_launches - 1) / (per_wave * max_launches);
+    per_launch = per_wave * waves_needed;
+    launches = (tile_bound + per_launch - 1) / per_launch;
+  }
+  return {per_launch, launches > 0 ? launches : 1};
+}
+
 }  // namespace at::native::grouped_mm::sm90
