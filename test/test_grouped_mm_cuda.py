@@ -105,6 +105,62 @@ def _check_wgrad_cases(test, device, dtype, cases, env):
         torch._C._set_sm_carveout_experimental(None)
 
 
+# Forward cases for the alternative tile walks: (sizes, k, n, with_bias),
+# with empty, one-row and ragged groups and more than 1024 groups.
+_WALK_FWD_CASES = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
+                   ([(i * 5) % 7 for i in range(1100)], 72, 264, False),
+                   ([4096, 0, 2500], 256, 1032, False)]
+
+
+def _check_fwd_walk_cases(test, device, dtype, b_transposed, envs, calls=1):
+    """_WALK_FWD_CASES under each of envs (context manager factories),
+    `calls` times each, on a carveout of SMs - 8 (each CTA walks many
+    tiles), checked against float64 per group by test._run_and_check."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    torch._C._set_sm_carveout_experimental(sms - 8)
+    try:
+        for sizes, k, n, with_bias in _WALK_FWD_CASES:
+            a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
+            bias = (_randn(len(sizes), n, device=device, dtype=dtype)
+                    if with_bias else None)
+            offs = make_offsets(sizes, device)
+            for env in envs:
+                with env():
+                    for _ in range(calls):
+                        test._run_and_check(a, b, offs, bias)
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+
+
+def _check_graph_replays(test, device, dtype, env, replays):
+    """One fwd call of 8 groups over 4096 rows captured under env on a
+    carveout of SMs - 8, replayed after overwriting the offsets with each
+    of `replays` ("balanced" or "skewed") and the input with new values;
+    every replay's output (NaN-filled before it) matches float64."""
+    groups = 8
+    sizes_of = {"balanced": group_sizes("balanced", 4096, groups),
+                "skewed": group_sizes("skewed", 4096, groups, seed=3)}
+    a = _randn(4096, 256, device=device, dtype=dtype)
+    b = _randn(groups, 256, 768, device=device, dtype=dtype)
+    offs = make_offsets(sizes_of["balanced"], device)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    torch._C._set_sm_carveout_experimental(sms - 8)
+    try:
+        with env():
+            graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
+        for dist in replays:
+            offs.copy_(make_offsets(sizes_of[dist], device))
+            a.copy_(torch.randn_like(a))
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_matches_reference(
+                test, out, reference_grouped_mm(a, b, offs), a.dim(),
+                b.dim(), offs, tolerance(dtype, test.device_type))
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+
+
 def _capture_graph(fn):
     """(graph, output) of one call of fn captured in a CUDA graph, after a
     warm-up call on a side stream (outside the capture)."""
@@ -1763,23 +1819,10 @@ class TestSm90DynamicTiles(HopperTestCase):
     @parametrize("b_transposed", [False, True])
     @parametrize("raster", ["m", "n"])
     def test_matches_reference(self, device, dtype, b_transposed, raster):
-        cases = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
-                 ([(i * 5) % 7 for i in range(1100)], 72, 264, False),
-                 ([4096, 0, 2500], 256, 1032, False)]
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
-            for sizes, k, n, with_bias in cases:
-                a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
-                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
-                        if with_bias else None)
-                offs = make_offsets(sizes, device)
-                with self._dynamic(OVERLAP_OPS_SM90_RASTER=raster):
-                    # Twice: the second call must start from a reset counter.
-                    self._run_and_check(a, b, offs, bias)
-                    self._run_and_check(a, b, offs, bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        # Twice: the second call must start from a reset counter.
+        _check_fwd_walk_cases(
+            self, device, dtype, b_transposed,
+            [lambda: self._dynamic(OVERLAP_OPS_SM90_RASTER=raster)], calls=2)
 
     def test_runs_the_dynamic_kernel(self, device):
         sizes = [700, 0, 513, 1]
@@ -1801,28 +1844,8 @@ class TestSm90DynamicTiles(HopperTestCase):
         # 8 CTAs (a carveout of SMs - 8) against 96 tiles: past the first
         # 8 turns' 64 static tiles every CTA claims from the counter, so a
         # replay that did not reset it would skip tiles (NaN left).
-        groups = 8
-        first = group_sizes("balanced", 4096, groups)
-        second = group_sizes("skewed", 4096, groups, seed=3)
-        a = _randn(4096, 256, device=device, dtype=dtype)
-        b = _randn(groups, 256, 768, device=device, dtype=dtype)
-        offs = make_offsets(first, device)
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
-            with self._dynamic():
-                graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
-            for sizes in (second, first, first):
-                offs.copy_(make_offsets(sizes, device))
-                a.copy_(torch.randn_like(a))
-                out.fill_(float("nan"))
-                graph.replay()
-                torch.cuda.synchronize()
-                assert_matches_reference(
-                    self, out, reference_grouped_mm(a, b, offs), a.dim(),
-                    b.dim(), offs, tolerance(dtype, self.device_type))
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        _check_graph_replays(self, device, dtype, self._dynamic,
+                             ("skewed", "balanced", "balanced"))
 
     def test_other_calls_raise(self, device):
         sizes = [40, 0, 300]
@@ -1875,21 +1898,10 @@ class TestSm90LaunchWindows(HopperTestCase):
     @parametrize("b_transposed", [False, True])
     @parametrize("raster", ["m", "n"])
     def test_matches_reference(self, device, dtype, b_transposed, raster):
-        cases = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
-                 ([(i * 5) % 7 for i in range(1100)], 72, 264, False),
-                 ([4096, 0, 2500], 256, 1032, False)]
-        self._carveout_to(device, 8)
-        try:
-            for sizes, k, n, with_bias in cases:
-                a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
-                bias = (_randn(len(sizes), n, device=device, dtype=dtype)
-                        if with_bias else None)
-                offs = make_offsets(sizes, device)
-                for waves in ("2", "16"):
-                    with self._windows(waves, OVERLAP_OPS_SM90_RASTER=raster):
-                        self._run_and_check(a, b, offs, bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        _check_fwd_walk_cases(
+            self, device, dtype, b_transposed,
+            [lambda w=waves: self._windows(w, OVERLAP_OPS_SM90_RASTER=raster)
+             for waves in ("2", "16")])
 
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("store_tile", ["64", "128"])
@@ -1933,27 +1945,8 @@ class TestSm90LaunchWindows(HopperTestCase):
         # The windows come from host-known sizes only, so a replay whose
         # groups need other tiles must still run every tile (NaN left
         # otherwise): from balanced to skewed and back.
-        groups = 8
-        first = group_sizes("balanced", 4096, groups)
-        second = group_sizes("skewed", 4096, groups, seed=3)
-        a = _randn(4096, 256, device=device, dtype=dtype)
-        b = _randn(groups, 256, 768, device=device, dtype=dtype)
-        offs = make_offsets(first, device)
-        self._carveout_to(device, 8)
-        try:
-            with self._windows("2"):
-                graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
-            for sizes in (second, first):
-                offs.copy_(make_offsets(sizes, device))
-                a.copy_(torch.randn_like(a))
-                out.fill_(float("nan"))
-                graph.replay()
-                torch.cuda.synchronize()
-                assert_matches_reference(
-                    self, out, reference_grouped_mm(a, b, offs), a.dim(),
-                    b.dim(), offs, tolerance(dtype, self.device_type))
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        _check_graph_replays(self, device, dtype, self._windows,
+                             ("skewed", "balanced"))
 
     def test_other_calls_raise(self, device):
         sizes = [40, 0, 300]
