@@ -105,6 +105,13 @@ def _check_wgrad_cases(test, device, dtype, cases, env):
         torch._C._set_sm_carveout_experimental(None)
 
 
+def _sm90_env(**settings):
+    """os.environ patched with the Hopper backend pinned and `settings`
+    (NAME=value switches) for the duration of a with block."""
+    return unittest.mock.patch.dict(os.environ,
+                                    {_BACKEND_ENV: "sm90", **settings})
+
+
 # Forward cases for the alternative tile walks: (sizes, k, n, with_bias),
 # with empty, one-row and ragged groups and more than 1024 groups.
 _WALK_FWD_CASES = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
@@ -699,6 +706,9 @@ class TestSm90TileConfig(TestCase):
         # into windows of whole waves, at most max_launches of them.
         bound = torch.ops.overlap_ops._sm90_tile_count_bound
         windows = torch.ops.overlap_ops._sm90_launch_windows
+
+        def round_up(x, unit):  # ceil(x / unit) * unit
+            return -(-x // unit) * unit
         # mixtral_8x7b_w2 fwd-like: 8 groups over 32768 rows, N 4096, on
         # 128x256 tiles: 256 tile rows plus one padded row per group.
         self.assertEqual(bound(8, True, 32768, 0, 4096, 128, 256, 1, 1),
@@ -713,8 +723,8 @@ class TestSm90TileConfig(TestCase):
                 for tm, tn, cm, cn in ((128, 256, 1, 1), (128, 256, 2, 1)):
                     # The group scheduler's count: each group's tiles along
                     # both extents rounded up to the cluster.
-                    real = sum(-(-(-(-m // tm)) // cm) * cm for m in sizes) \
-                        * (-(-(-(-520 // tn)) // cn) * cn)
+                    real = (sum(round_up(-(-m // tm), cm) for m in sizes)
+                            * round_up(-(-520 // tn), cn))
                     self.assertLessEqual(
                         real, bound(groups, True, 5000, 0, 520, tm, tn, cm,
                                     cn))
@@ -1723,10 +1733,8 @@ class TestSm90TileChunk(HopperTestCase):
     off or not chosen; other calls raise while a chunk is pinned."""
 
     def _chunked(self, chunk, **extra):
-        env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": "large",
-               "OVERLAP_OPS_SM90_TILE_CHUNK": chunk}
-        env.update(extra)
-        return unittest.mock.patch.dict(os.environ, env)
+        return _sm90_env(**{"OVERLAP_OPS_SM90_TILE": "large",
+                            "OVERLAP_OPS_SM90_TILE_CHUNK": chunk, **extra})
 
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("chunk", ["2", "4", "16"])
@@ -1809,11 +1817,9 @@ class TestSm90DynamicTiles(HopperTestCase):
     while it is set."""
 
     def _dynamic(self, **extra):
-        env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": "large_solo",
-               "OVERLAP_OPS_SM90_STORE_TILE": "64",
-               "OVERLAP_OPS_SM90_SCHEDULER": "dynamic"}
-        env.update(extra)
-        return unittest.mock.patch.dict(os.environ, env)
+        return _sm90_env(**{"OVERLAP_OPS_SM90_TILE": "large_solo",
+                            "OVERLAP_OPS_SM90_STORE_TILE": "64",
+                            "OVERLAP_OPS_SM90_SCHEDULER": "dynamic", **extra})
 
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("b_transposed", [False, True])
@@ -1884,15 +1890,9 @@ class TestSm90LaunchWindows(HopperTestCase):
 
     def _windows(self, waves="2", tile="large_solo", store_tile="64",
                  **extra):
-        env = {_BACKEND_ENV: "sm90", "OVERLAP_OPS_SM90_TILE": tile,
-               "OVERLAP_OPS_SM90_STORE_TILE": store_tile,
-               "OVERLAP_OPS_SM90_LAUNCH_WAVES": waves}
-        env.update(extra)
-        return unittest.mock.patch.dict(os.environ, env)
-
-    def _carveout_to(self, device, ctas):
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        torch._C._set_sm_carveout_experimental(sms - ctas)
+        return _sm90_env(**{"OVERLAP_OPS_SM90_TILE": tile,
+                            "OVERLAP_OPS_SM90_STORE_TILE": store_tile,
+                            "OVERLAP_OPS_SM90_LAUNCH_WAVES": waves, **extra})
 
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("b_transposed", [False, True])
@@ -1925,7 +1925,8 @@ class TestSm90LaunchWindows(HopperTestCase):
         _, launches = torch.ops.overlap_ops._sm90_launch_windows(
             bound, 8, 1, 2, 32)
         self.assertEqual(launches, 4)
-        self._carveout_to(device, 8)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        torch._C._set_sm_carveout_experimental(sms - 8)
         try:
             for waves, expected in (("2", launches), ("off", 1)):
                 with self._windows(waves):

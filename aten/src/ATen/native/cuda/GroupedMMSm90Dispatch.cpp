@@ -190,6 +190,16 @@ int pick_tile_chunk(const LaunchArgs& args, const sm90::TileChoice& choice) {
   return 1 << (pinned - 1);
 }
 
+// "(config NAME, N-column store tiles)": what an experiment switch that
+// refuses a call reports of the kernel the call would run.
+std::string kernel_in_message(const sm90::TileChoice& choice) {
+  const std::string cols = choice.store_tile_cols == 0
+      ? std::string("CUTLASS's")
+      : std::to_string(choice.store_tile_cols);
+  return " (config " + std::string(sm90::tile_config_name(choice.config)) +
+      ", " + cols + "-column store tiles)";
+}
+
 // OVERLAP_OPS_SM90_SCHEDULER=static|dynamic (TileChoice::dynamic_tiles),
 // an experiment: static unless set. Its kernel is built for one kind of
 // call only, so the switch raises on the others rather than timing a
@@ -217,10 +227,7 @@ bool pick_dynamic_tiles(const LaunchArgs& args,
       "grouped_mm: OVERLAP_OPS_SM90_SCHEDULER=dynamic is built only for "
       "bf16 -> bf16 and fp16 -> fp16 calls grouped along rows (fwd, dgrad) "
       "on the large_solo config with 64-column store tiles; this call has ",
-      reason, " (config ", sm90::tile_config_name(choice.config), ", ",
-      choice.store_tile_cols == 0 ? std::string("CUTLASS's")
-                                  : std::to_string(choice.store_tile_cols),
-      "-column store tiles)");
+      reason, kernel_in_message(choice));
   return true;
 }
 
@@ -250,11 +257,8 @@ int pick_launch_waves(const sm90::TileChoice& choice) {
       "grouped_mm: OVERLAP_OPS_SM90_LAUNCH_WAVES is built only for bf16 -> "
       "bf16 and fp16 -> fp16 calls on large_solo with 64-column store tiles "
       "(fwd, dgrad) or on large with wider store tiles (wgrad), without a "
-      "swizzle or the dynamic walk; this call has ", reason, " (config ",
-      sm90::tile_config_name(choice.config), ", ",
-      choice.store_tile_cols == 0 ? std::string("CUTLASS's")
-                                  : std::to_string(choice.store_tile_cols),
-      "-column store tiles)");
+      "swizzle or the dynamic walk; this call has ", reason,
+      kernel_in_message(choice));
   return 1 << (pinned - 1);
 }
 
