@@ -549,6 +549,81 @@ class TestGroupColumnSums(GroupedMMTestCase):
         self._check(grad, offs)
         self._check(grad, offs, dtype)  # the result in grad's dtype
 
+    @needs_extension
+    @onlyCPU
+    def test_vector_loads_rule(self, device):
+        # GroupColumnSumsLoads.h: 16-byte loads per lane only where every
+        # vector is aligned and inside a row; the kernel falls back to
+        # single-element loads otherwise.
+        rule = torch.ops.overlap_ops._column_sums_vector_loads
+
+        def vector(element_size=2, address=4096, n=14336, row_stride=14336,
+                   col_stride=1, group_stride=0):
+            return rule(element_size, address, n, row_stride, col_stride,
+                        group_stride)
+        self.assertTrue(vector())  # contiguous bf16 (sum M, N)
+        self.assertTrue(vector(element_size=4, n=300, row_stride=300))
+        self.assertTrue(vector(element_size=8, n=2, row_stride=2))
+        self.assertTrue(vector(row_stride=0))  # expanded rows
+        self.assertTrue(vector(n=8, row_stride=24, group_stride=240))
+        self.assertFalse(vector(n=300, row_stride=300))  # 300 % 8 bf16
+        self.assertFalse(vector(row_stride=14337))
+        self.assertFalse(vector(group_stride=20))
+        self.assertFalse(vector(address=4096 + 8))
+        self.assertFalse(vector(col_stride=2))
+        self.assertFalse(vector(n=0, row_stride=0))
+        self.assertFalse(vector(element_size=3))
+        with self.assertRaisesRegex(RuntimeError, "must be >= 0"):
+            vector(row_stride=-8)
+
+    def _loads_of_call(self, fn):
+        """The ColumnLoads template argument (0 scalar, 1 vector) of the
+        column-sums kernel fn launches, from the profiler's kernel name."""
+        import re
+        names = [n for n, _ in launched_kernels(fn)
+                 if "group_column_sums_kernel" in n]
+        self.assertEqual(len(names), 1, names)
+        found = re.search(r"ColumnLoads\)\s*(\d)", names[0])
+        self.assertIsNotNone(found, names[0])
+        return int(found.group(1))
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float16, torch.float32, torch.float64)
+    def test_vector_loads_match_scalar_loads(self, device, dtype):
+        # Aligned rows take 16-byte loads; the same columns summed with
+        # single-element loads (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar) add
+        # the same values in the same order: bit-identical. N = 264 leaves a
+        # partly filled last slab; a view with padded rows (row stride 272)
+        # keeps the vector path, one starting 1 element in does not.
+        from unittest import mock
+        sizes = [0, 700, 3, 0, 1, 129, 2500, 0]
+        total = sum(sizes)
+        offs = make_offsets(sizes, device)
+        padded = _randn(total + 5, 272, device=device, dtype=dtype)
+        padded[total:] = 1e4  # past offs[-1]: must not count
+        cases = ((padded[:, :264], 1), (padded[:, 8:], 1),
+                 (padded[:, 1:265], 0))
+        for grad, want_loads in cases:
+            got = self._check(grad, offs)
+            self.assertEqual(self._loads_of_call(
+                lambda: _COLUMN_SUMS(grad, offs, got.dtype)), want_loads)
+            with mock.patch.dict(os.environ,
+                                 {"OVERLAP_OPS_COLUMN_SUMS_LOADS": "scalar"}):
+                scalar = self._sums(grad, offs, got.dtype)
+                self.assertEqual(self._loads_of_call(
+                    lambda: _COLUMN_SUMS(grad, offs, got.dtype)), 0)
+            self.assertEqual(got, scalar, atol=0, rtol=0)
+        # Batched (G, M, N) with aligned group and row strides.
+        batched = _randn(3, 50, 264, device=device, dtype=dtype)
+        self._check(batched, None)
+        self.assertEqual(self._loads_of_call(
+            lambda: _COLUMN_SUMS(batched, None, got.dtype)), 1)
+        with mock.patch.dict(os.environ,
+                             {"OVERLAP_OPS_COLUMN_SUMS_LOADS": "bogus"}):
+            with self.assertRaisesRegex(
+                    RuntimeError, "OVERLAP_OPS_COLUMN_SUMS_LOADS must be"):
+                _COLUMN_SUMS(batched, None, got.dtype)
+
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float32)
     def test_one_group_many_rows_splits_parts(self, device, dtype):

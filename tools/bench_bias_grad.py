@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
 """Bias-gradient benchmark: the per-group column sums of the output
 gradient (sum M, N), as the CUDA backward computes them now
-(overlap_ops::_group_column_sums, one kernel within the SM carveout)
-against the grouped-GEMM reduction it replaced (ones (1, M) @ grad grouped
-along K; with TF32 allowed, float32 grad split into a TF32-exact high part
-and the rest, two GEMMs and an add), on the shared suite's forward outputs.
+(overlap_ops::_group_column_sums, one kernel within the SM carveout), on
+the shared suite's forward outputs, against, in the same run:
+
+- scalar: the same kernel with single-element loads
+  (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar), the previous default;
+- dense: torch's own column sum of the same grad, grad.sum(0) in float32:
+  the same bytes, not grouped (an anchor, not a replacement: it needs no
+  offsets);
+- gemm (--with-gemm): the grouped-GEMM reduction the kernel replaced
+  (ones (1, M) @ grad grouped along K; with TF32 allowed, float32 grad
+  split into a TF32-exact high part and the rest, two GEMMs and an add).
 
 Every row is checked against float64 per group; the floor is grad's bytes
 read once at the measured copy bandwidth (read + write of a large copy).
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -48,6 +56,25 @@ def gemm_reduction(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
 
 def column_sums(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     return torch.ops.overlap_ops._group_column_sums(grad, offs, torch.float32)
+
+
+def scalar_column_sums(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """The kernel with single-element loads (the env is read per call)."""
+    previous = os.environ.get("OVERLAP_OPS_COLUMN_SUMS_LOADS")
+    os.environ["OVERLAP_OPS_COLUMN_SUMS_LOADS"] = "scalar"
+    try:
+        return column_sums(grad, offs)
+    finally:
+        if previous is None:
+            del os.environ["OVERLAP_OPS_COLUMN_SUMS_LOADS"]
+        else:
+            os.environ["OVERLAP_OPS_COLUMN_SUMS_LOADS"] = previous
+
+
+def dense_column_sum(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """torch's reduction of the same bytes, all rows into one (1, N) row."""
+    del offs
+    return grad.sum(0, dtype=torch.float32, keepdim=True)
 
 
 def reference(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
@@ -87,18 +114,34 @@ def main() -> None:
     parser.add_argument("--shapes", default=str(DEFAULT_SUITE))
     parser.add_argument("--dtypes", default="bf16,fp32")
     parser.add_argument("--dists", default="balanced,skewed,sparse")
+    parser.add_argument("--cases", default="",
+                        help="comma-separated case names (default: all)")
+    parser.add_argument("--with-gemm", action="store_true",
+                        help="also time the grouped-GEMM reduction (slow)")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     suite = load_suite(args.shapes)
+    wanted = {c for c in args.cases.split(",") if c}
+    cases = [c for c in suite.cases if not wanted or c.name in wanted]
+    unknown = wanted - {c.name for c in suite.cases}
+    if unknown:
+        parser.error(f"unknown cases: {sorted(unknown)}")
     scrub = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     bandwidth = copy_bandwidth(scrub)
     print(f"copy bandwidth {bandwidth / 1e9:.0f} GB/s", flush=True)
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16,
               "fp32": torch.float32}
+    # Columns checked against float64 per group (dense is not grouped).
+    checked = [("kernel", column_sums), ("scalar", scalar_column_sums)]
+    if args.with_gemm:
+        checked.append(("gemm", gemm_reduction))
+    timed = checked + [("dense", dense_column_sum)]
+    labels = [label for label, _ in timed]
     rows = []
-    for case in suite.cases:
+    total = len(cases) * len(args.dists.split(",")) * len(args.dtypes.split(","))
+    for case in cases:
         for dist in args.dists.split(","):
             sizes = group_sizes(dist, case.M, case.E)
             offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
@@ -106,61 +149,73 @@ def main() -> None:
                 dtype = dtypes[name]
                 grad = torch.randn(case.M, case.N, device="cuda", dtype=dtype)
                 want = reference(grad, offs)
-                errors = {}
-                for label, fn in (("kernel", column_sums),
-                                  ("gemm", gemm_reduction)):
-                    got = fn(grad, offs).double()
-                    err = ((got - want).norm(dim=1)
-                           / want.norm(dim=1).clamp_min(1e-30)).max().item()
-                    errors[label] = err
-                kernel_us = time_us(lambda: column_sums(grad, offs), scrub)
-                gemm_us = time_us(lambda: gemm_reduction(grad, offs), scrub)
-                floor_us = grad.numel() * grad.element_size() / bandwidth * 1e6
                 row = {"case": case.name, "dist": dist, "dtype": name,
-                       "M": case.M, "N": case.N, "E": case.E,
-                       "kernel_us": kernel_us, "gemm_us": gemm_us,
-                       "floor_us": floor_us,
-                       "kernel/gemm": kernel_us / gemm_us,
-                       "kernel/floor": kernel_us / floor_us,
-                       "kernel_rel_err": errors["kernel"],
-                       "gemm_rel_err": errors["gemm"]}
+                       "M": case.M, "N": case.N, "E": case.E}
+                for label, fn in checked:
+                    got = fn(grad, offs).double()
+                    row[f"{label}_rel_err"] = (
+                        (got - want).norm(dim=1)
+                        / want.norm(dim=1).clamp_min(1e-30)).max().item()
+                for label, fn in timed:
+                    row[f"{label}_us"] = time_us(
+                        lambda fn=fn: fn(grad, offs), scrub)
+                row["floor_us"] = (grad.numel() * grad.element_size()
+                                   / bandwidth * 1e6)
+                for label in labels:
+                    if label != "kernel":
+                        row[f"kernel/{label}"] = (row["kernel_us"]
+                                                  / row[f"{label}_us"])
+                row["kernel/floor"] = row["kernel_us"] / row["floor_us"]
                 rows.append(row)
-                print(f"{case.name:22s} {dist:9s} {name:5s} kernel "
-                      f"{kernel_us:8.1f} us  gemm {gemm_us:8.1f} us  floor "
-                      f"{floor_us:8.1f} us  kernel/gemm "
-                      f"{row['kernel/gemm']:.2f}  err {errors['kernel']:.1e}"
-                      f" / {errors['gemm']:.1e}", flush=True)
+                print(f"[{len(rows)}/{total}] {case.name:22s} {dist:9s} "
+                      f"{name:5s} " + "  ".join(
+                          f"{label} {row[f'{label}_us']:8.1f}"
+                          for label in labels)
+                      + f"  floor {row['floor_us']:8.1f} us  kernel/scalar "
+                      f"{row['kernel/scalar']:.2f}  err "
+                      f"{row['kernel_rel_err']:.1e}", flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "copy_gbps": bandwidth / 1e9, "shapes": args.shapes,
-            "tf32_allowed": True}
+            "tf32_allowed": True, "columns": labels,
+            "source_commit": os.environ.get("OVERLAP_OPS_SOURCE_COMMIT", "")}
     (out_dir / "bias_grad.json").write_text(
         json.dumps({"meta": meta, "rows": rows}, indent=1))
+    ratios = [f"kernel/{label}" for label in labels if label != "kernel"]
+    ratios.append("kernel/floor")
     lines = [
-        "# Bias gradient: column-sums kernel vs grouped-GEMM reduction", "",
-        f"- GPU: {meta['gpu']}; torch {meta['torch']}; copy bandwidth "
+        "# Bias gradient: the column-sums kernel against its scalar loads, "
+        "torch's dense column sum and the floor", "",
+        f"- GPU: {meta['gpu']}; torch {meta['torch']}; sources "
+        f"{meta['source_commit'] or 'unknown'}; copy bandwidth "
         f"{meta['copy_gbps']:.0f} GB/s (read + write); TF32 allowed",
-        "- kernel = overlap_ops::_group_column_sums (float32 result); gemm ="
-        " ones (1, M) @ grad grouped along K (fp32: TF32 split, two GEMMs);"
-        " floor = grad's bytes at the copy bandwidth; rel err = worst group's"
-        " relative error against float64", "",
-        "| case | dist | dtype | kernel us | gemm us | floor us | kernel/gemm"
-        " | kernel/floor | rel err kernel | rel err gemm |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        "- kernel = overlap_ops::_group_column_sums (float32 result, "
+        "16-byte loads where aligned); scalar = the same kernel with "
+        "single-element loads; dense = grad.sum(0) in float32, not grouped;"
+        + (" gemm = ones (1, M) @ grad grouped along K;" if args.with_gemm
+           else "")
+        + " floor = grad's bytes at the copy bandwidth; rel err = worst "
+        "group's relative error against float64", "",
+        "| case | dist | dtype | " + " | ".join(f"{l} us" for l in labels)
+        + " | floor us | " + " | ".join(ratios) + " | rel err kernel |",
+        "|---|---|---|" + "---:|" * (len(labels) + 1 + len(ratios) + 1)]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['dist']} | {r['dtype']} | "
-            f"{r['kernel_us']:.1f} | {r['gemm_us']:.1f} | {r['floor_us']:.1f}"
-            f" | {r['kernel/gemm']:.2f} | {r['kernel/floor']:.2f} | "
-            f"{r['kernel_rel_err']:.1e} | {r['gemm_rel_err']:.1e} |")
+            + " | ".join(f"{r[f'{l}_us']:.1f}" for l in labels)
+            + f" | {r['floor_us']:.1f} | "
+            + " | ".join(f"{r[k]:.2f}" for k in ratios)
+            + f" | {r['kernel_rel_err']:.1e} |")
     for name in args.dtypes.split(","):
         sel = [r for r in rows if r["dtype"] == name]
-        if sel:
-            gm = statistics.geometric_mean([r["kernel/gemm"] for r in sel])
-            worst = max(sel, key=lambda r: r["kernel/gemm"])
-            lines.append("")
+        if not sel:
+            continue
+        lines.append("")
+        for key in ratios:
+            gm = statistics.geometric_mean([r[key] for r in sel])
+            worst = max(sel, key=lambda r: r[key])
             lines.append(
-                f"{name}: kernel/gemm geometric mean {gm:.2f}, worst "
-                f"{worst['kernel/gemm']:.2f} ({worst['case']} {worst['dist']})")
+                f"- {name}: {key} geometric mean {gm:.2f}, worst "
+                f"{worst[key]:.2f} ({worst['case']} {worst['dist']})")
             print(lines[-1])
     (out_dir / "bias_grad.md").write_text("\n".join(lines) + "\n")
 

@@ -271,6 +271,8 @@ for stage in "$@"; do
       # allows TF32 for the float32 tests; a fourth sets
       # OVERLAP_OPS_SM90_TF32_MN_B (auto when unset; direct: the N-major
       # weights always read as they are; copy: always copied).
+      # SANITIZE_FILES: the test files (default test/test_grouped_mm_cuda.py;
+      # the column-sums kernel's tests are in test/test_grouped_mm_autograd.py).
       for backend_tile in ${SANITIZE_CONFIGS:-auto:auto auto:small auto:medium \
           auto:large auto:large_solo auto:wide sm90:auto:short:copy \
           sm90:auto:long:copy auto:auto:short:direct sm80:auto generic:auto}; do
@@ -282,7 +284,8 @@ for stage in "$@"; do
         OVERLAP_OPS_SM90_TF32_MN_B=${mn_b:-auto} \
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
           timeout 150 compute-sanitizer --tool memcheck --report-api-errors no \
-          --error-exitcode 3 python3 -m pytest -q test/test_grouped_mm_cuda.py \
+          --error-exitcode 3 python3 -m pytest -q \
+          ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py} \
           -k "CUDA and ${SANITIZE_K:-not nothing}" > "$log" 2>&1
         echo "rc=$?"; grep -E "passed|failed|ERROR SUMMARY" "$log" | tail -3
       done

@@ -1,7 +1,10 @@
-// Registers private overlap_ops ops that expose the Hopper tile-config
-// heuristics (aten/src/ATen/native/cuda/GroupedMMTileChoice.h) to the CPU
-// tests. This file only routes to aten/; the heuristic lives there.
+// Registers private overlap_ops ops that expose the CUDA kernels' host-side
+// rules (the Hopper tile-config heuristics of
+// aten/src/ATen/native/cuda/GroupedMMTileChoice.h and GroupedMMTileOrder.h,
+// the column-sums kernel's loads of GroupColumnSumsLoads.h) to the CPU
+// tests. This file only routes to aten/; the rules live there.
 
+#include <ATen/native/cuda/GroupColumnSumsLoads.h>
 #include <ATen/native/cuda/GroupedMMTileChoice.h>
 #include <ATen/native/cuda/GroupedMMTileOrder.h>
 
@@ -140,10 +143,26 @@ std::vector<int64_t> sm90_launch_windows(int64_t tile_bound,
           static_cast<int64_t>(windows.launches)};
 }
 
+// Whether the bias gradient's column-sums kernel loads 16-byte vectors
+// for a grad of this element size, data address and strides (elements).
+bool column_sums_vector_loads(int64_t element_size, int64_t data_address,
+                              int64_t n, int64_t row_stride,
+                              int64_t col_stride, int64_t group_stride) {
+  TORCH_CHECK(data_address >= 0 && n >= 0 && row_stride >= 0 &&
+                  col_stride >= 0 && group_stride >= 0,
+              "data_address, n and the strides must be >= 0");
+  return at::native::column_sums_vector_loads(
+      element_size, static_cast<uint64_t>(data_address), n, row_stride,
+      col_stride, group_stride);
+}
+
 }  // namespace
 }  // namespace overlap_ops
 
 TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
+  m.def("_column_sums_vector_loads(int element_size, int data_address, "
+        "int n, int row_stride, int col_stride, int group_stride) -> bool",
+        &overlap_ops::column_sums_vector_loads);
   m.def("_sm90_tile_config(bool row_grouped, int rows_per_group, bool tf32, "
         "str forced=\"auto\") -> str",
         &overlap_ops::sm90_tile_config);

@@ -7,6 +7,7 @@
 
 #include <ATen/native/GroupedMMBackward.h>
 #include <ATen/native/cuda/GroupColumnSums.h>
+#include <ATen/native/cuda/GroupColumnSumsLoads.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
 #include <ATen/Dispatch.h>
@@ -17,24 +18,48 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace at::native {
 namespace {
 
-// A block reads a slab of kSlab columns: 32 lanes, each kColsPerThread
-// columns 32 apart (every load coalesced across the warp), and kRowLanes
-// warps on different rows, kRowUnroll rows each per step, so one block per
-// SM keeps enough loads in flight.
+// A block reads a slab of columns: 32 lanes, and kRowLanes warps on
+// different rows, kRowUnroll rows each per step, so one block per SM keeps
+// enough loads in flight. Two ways to give a lane its columns
+// (ColumnLoads): kScalar, 4 columns 32 apart (any strides; every load
+// coalesced across the warp), or kVector, 16 contiguous bytes (8 columns of
+// 16-bit, 4 of fp32) in one load where grad's rows are contiguous and
+// 16-byte aligned: the same bytes in flight for every dtype, and a quarter
+// of the load instructions for 16-bit.
 constexpr int kColLanes = 32;
 constexpr int kRowLanes = 32;
-constexpr int kColsPerThread = 4;
 constexpr int kRowUnroll = 4;
-constexpr int64_t kSlab = kColLanes * kColsPerThread;
+constexpr int kScalarColsPerThread = 4;
+constexpr int kVectorBytes = int(kColumnSumsVectorBytes);
 // Host choice of row parts per group: enough work items to fill the grid
 // several times, but at least this many rows per part on average.
 constexpr int64_t kItemsPerBlock = 4;
 constexpr int64_t kMinRowsPerPart = 256;
 constexpr int64_t kMaxParts = 64;
+
+enum class ColumnLoads { kScalar, kVector };
+
+// Columns per lane (and per lane's row load).
+constexpr int lane_column_count(ColumnLoads loads, int64_t element_size) {
+  return loads == ColumnLoads::kVector ? kVectorBytes / int(element_size)
+                                       : kScalarColsPerThread;
+}
+
+template <typename In, ColumnLoads kLoads>
+struct LaneColumns {
+  static constexpr bool kVector = kLoads == ColumnLoads::kVector;
+  static constexpr int kCount = lane_column_count(kLoads, sizeof(In));
+  static constexpr int64_t kSlab = kColLanes * kCount;
+  // Column j of `lane` within its slab.
+  static __host__ __device__ constexpr int at(int lane, int j) {
+    return kVector ? lane * kCount + j : lane + j * kColLanes;
+  }
+};
 
 struct SumsShape {
   int64_t groups;
@@ -45,14 +70,50 @@ struct SumsShape {
   int64_t parts;  // each group's rows split into this many parts
 };
 
+// One row's kCount columns of a lane into v: one 16-byte load (the host
+// checked the alignment, and N is a multiple of kCount, so a vector is
+// wholly in range or wholly out), or kCount scalar loads.
+template <typename In, typename Acc, ColumnLoads kLoads>
+__device__ __forceinline__ void load_lane_columns(
+    const In* row, const int64_t (&col_offset)[LaneColumns<In, kLoads>::kCount],
+    const bool (&in_range)[LaneColumns<In, kLoads>::kCount],
+    Acc (&v)[LaneColumns<In, kLoads>::kCount]) {
+  using Cols = LaneColumns<In, kLoads>;
+  if constexpr (Cols::kVector) {
+    if (in_range[0]) {
+      union {
+        uint4 raw;
+        In values[Cols::kCount];
+      } chunk;
+      chunk.raw = *reinterpret_cast<const uint4*>(row + col_offset[0]);
+#pragma unroll
+      for (int j = 0; j < Cols::kCount; ++j) {
+        v[j] = static_cast<Acc>(chunk.values[j]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < Cols::kCount; ++j) {
+        v[j] = Acc(0);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < Cols::kCount; ++j) {
+      v[j] = in_range[j] ? static_cast<Acc>(row[col_offset[j]]) : Acc(0);
+    }
+  }
+}
+
 // dst (parts, groups, n): part p of group g's column sums. Rows of a group
 // come from the clamped offsets (GroupedMMArguments.cuh), so bad offsets
 // read nothing out of bounds; an empty group or part writes zeros.
-template <typename In, typename Acc, typename OffsT>
+template <typename In, typename Acc, typename OffsT, ColumnLoads kLoads>
 __global__ void __launch_bounds__(kColLanes * kRowLanes)
     group_column_sums_kernel(
         SumsShape s, const In* grad, const OffsT* offs, Acc* dst) {
-  __shared__ Acc partial[kRowLanes][kSlab];
+  using Cols = LaneColumns<In, kLoads>;
+  constexpr int kCols = Cols::kCount;
+  __shared__ Acc partial[kRowLanes][Cols::kSlab];
   const int lane = threadIdx.x;
   const int row_lane = threadIdx.y;
   const int tid = row_lane * kColLanes + lane;
@@ -71,56 +132,53 @@ __global__ void __launch_bounds__(kColLanes * kRowLanes)
     const int64_t r0 = start + len * part / s.parts;
     const int64_t r1 = start + len * (part + 1) / s.parts;
     const In* base = grad + g * s.group_stride;
-    const int64_t col0 = slab * kSlab + lane;
-    int64_t col_offset[kColsPerThread];
-    bool in_range[kColsPerThread];
+    int64_t col_offset[kCols];
+    bool in_range[kCols];
 #pragma unroll
-    for (int j = 0; j < kColsPerThread; ++j) {
-      const int64_t c = col0 + j * kColLanes;
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t c = slab * Cols::kSlab + Cols::at(lane, j);
       in_range[j] = c < s.n;
       col_offset[j] = in_range[j] ? c * s.col_stride : 0;
     }
-    Acc acc[kColsPerThread] = {};
+    Acc acc[kCols] = {};
     int64_t r = r0 + row_lane;
-    // Loads first, sums after: kRowUnroll * kColsPerThread loads in flight.
+    // Loads first, sums after: kRowUnroll rows' loads in flight.
     for (; r + (kRowUnroll - 1) * kRowLanes < r1; r += kRowUnroll * kRowLanes) {
-      Acc v[kRowUnroll][kColsPerThread];
+      Acc v[kRowUnroll][kCols];
 #pragma unroll
       for (int u = 0; u < kRowUnroll; ++u) {
-        const In* row = base + (r + u * kRowLanes) * s.row_stride;
-#pragma unroll
-        for (int j = 0; j < kColsPerThread; ++j) {
-          v[u][j] = in_range[j] ? static_cast<Acc>(row[col_offset[j]]) : Acc(0);
-        }
+        load_lane_columns<In, Acc, kLoads>(
+            base + (r + u * kRowLanes) * s.row_stride, col_offset, in_range,
+            v[u]);
       }
 #pragma unroll
       for (int u = 0; u < kRowUnroll; ++u) {
 #pragma unroll
-        for (int j = 0; j < kColsPerThread; ++j) {
+        for (int j = 0; j < kCols; ++j) {
           acc[j] += v[u][j];
         }
       }
     }
     for (; r < r1; r += kRowLanes) {
-      const In* row = base + r * s.row_stride;
+      Acc v[kCols];
+      load_lane_columns<In, Acc, kLoads>(
+          base + r * s.row_stride, col_offset, in_range, v);
 #pragma unroll
-      for (int j = 0; j < kColsPerThread; ++j) {
-        if (in_range[j]) {
-          acc[j] += static_cast<Acc>(row[col_offset[j]]);
-        }
+      for (int j = 0; j < kCols; ++j) {
+        acc[j] += v[j];
       }
     }
 #pragma unroll
-    for (int j = 0; j < kColsPerThread; ++j) {
-      partial[row_lane][j * kColLanes + lane] = acc[j];
+    for (int j = 0; j < kCols; ++j) {
+      partial[row_lane][Cols::at(lane, j)] = acc[j];
     }
     __syncthreads();
-    if (tid < kSlab) {
-      const int64_t c = slab * kSlab + tid;
+    for (int i = tid; i < Cols::kSlab; i += kColLanes * kRowLanes) {
+      const int64_t c = slab * Cols::kSlab + i;
       if (c < s.n) {
         Acc sum = 0;
-        for (int i = 0; i < kRowLanes; ++i) {
-          sum += partial[i][tid];
+        for (int row = 0; row < kRowLanes; ++row) {
+          sum += partial[row][i];
         }
         dst[(part * s.groups + g) * s.n + c] = sum;
       }
@@ -154,6 +212,28 @@ int64_t parts_for(const SumsShape& s, bool batched, int64_t sm_limit) {
   return std::clamp<int64_t>(std::min(for_grid, for_rows), 1, kMaxParts);
 }
 
+// The loads a call's kernel uses: 16-byte vectors where grad's layout
+// allows (column_sums_vector_loads), unless OVERLAP_OPS_COLUMN_SUMS_LOADS
+// is `scalar` (the A/B, and a way back).
+ColumnLoads column_loads_for(const Tensor& grad, const SumsShape& s) {
+  const bool scalar_asked =
+      grouped_mm::env_choice("OVERLAP_OPS_COLUMN_SUMS_LOADS", {"scalar"}) == 1;
+  const bool aligned = column_sums_vector_loads(
+      grad.element_size(), reinterpret_cast<uintptr_t>(grad.const_data_ptr()),
+      s.n, s.row_stride, s.col_stride, s.group_stride);
+  return aligned && !scalar_asked ? ColumnLoads::kVector : ColumnLoads::kScalar;
+}
+
+template <typename In, ColumnLoads kLoads, typename Acc, typename OffsT>
+void launch_sums_kernel(const SumsShape& s, const In* grad, const OffsT* offs,
+                        Acc* dst, int64_t sm_limit, cudaStream_t stream) {
+  const int64_t items = s.groups * s.slabs * s.parts;
+  const dim3 grid(static_cast<unsigned>(std::min(items, sm_limit)));
+  const dim3 block(kColLanes, kRowLanes);
+  group_column_sums_kernel<In, Acc, OffsT, kLoads>
+      <<<grid, block, 0, stream>>>(s, grad, offs, dst);
+}
+
 void launch_group_column_sums(
     const Tensor& grad, const Tensor& offs, const Tensor& out) {
   const bool batched = !offs.defined();
@@ -170,7 +250,10 @@ void launch_group_column_sums(
   s.group_stride = batched ? grad.stride(0) : 0;
   s.row_stride = grad.stride(batched ? 1 : 0);
   s.col_stride = grad.stride(batched ? 2 : 1);
-  s.slabs = (n + kSlab - 1) / kSlab;
+  const ColumnLoads loads = column_loads_for(grad, s);
+  const int64_t slab_columns =
+      kColLanes * lane_column_count(loads, grad.element_size());
+  s.slabs = (n + slab_columns - 1) / slab_columns;
   s.parts = parts_for(s, batched, sm_limit);
   // The offsets as a contiguous int32/int64 vector, copied (within the
   // carveout) only when strided.
@@ -180,9 +263,6 @@ void launch_group_column_sums(
     grouped_mm::copy_within_sm_limit(offs, offs_vector, sm_limit);
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const int64_t items = s.groups * s.slabs * s.parts;
-  const dim3 grid(static_cast<unsigned>(std::min(items, sm_limit)));
-  const dim3 block(kColLanes, kRowLanes);
   AT_DISPATCH_FLOATING_TYPES_AND2(
       kBFloat16, kHalf, grad.scalar_type(), "group_column_sums", [&] {
         using Acc = at::opmath_type<scalar_t>;
@@ -196,9 +276,15 @@ void launch_group_column_sums(
             ? out
             : at::empty({s.parts, groups, n}, out.options().dtype(acc_dtype));
         grouped_mm::dispatch_offs(offs_vector, [&](auto offs_ptr) {
-          group_column_sums_kernel<<<grid, block, 0, stream>>>(
-              s, grad.const_data_ptr<scalar_t>(), offs_ptr,
-              sums.mutable_data_ptr<Acc>());
+          const scalar_t* data = grad.const_data_ptr<scalar_t>();
+          Acc* dst = sums.mutable_data_ptr<Acc>();
+          if (loads == ColumnLoads::kVector) {
+            launch_sums_kernel<scalar_t, ColumnLoads::kVector>(
+                s, data, offs_ptr, dst, sm_limit, stream);
+          } else {
+            launch_sums_kernel<scalar_t, ColumnLoads::kScalar>(
+                s, data, offs_ptr, dst, sm_limit, stream);
+          }
         });
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         if (direct) {
