@@ -1912,6 +1912,73 @@ class TestSm90LaunchWindows(HopperTestCase):
             self, device, dtype, cases,
             lambda: self._windows("2", "large", store_tile))
 
+    @parametrize("b_transposed", [False, True])
+    def test_tf32_matches_reference(self, device, b_transposed):
+        # TF32: row-major weights on the direct read's 256-token tiles
+        # (more than 128 rows per group on average), column-major ones on
+        # K-major large_solo with the short K tile; empty, one-row and
+        # ragged groups, more than 1024 groups, a bias, a carveout of
+        # SMs - 8. The GEMMs launched are the chunked problem shape's.
+        cases = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
+                 ([(i % 3) * 150 for i in range(1100)], 72, 264, False)]
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        torch._C._set_sm_carveout_experimental(sms - 8)
+        try:
+            for sizes, k, n, with_bias in cases:
+                a, b = _fwd_operands(device, torch.float32, sizes, k, n,
+                                     b_transposed)
+                bias = (_randn(len(sizes), n, device=device,
+                               dtype=torch.float32) if with_bias else None)
+                offs = make_offsets(sizes, device)
+                for waves in ("2", "16"):
+                    with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES=waves), \
+                            _allow_tf32(True):
+                        self._run_and_check(a, b, offs, bias)
+            # Last: the profiler is not there under compute-sanitizer.
+            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2"), \
+                    _allow_tf32(True):
+                names = [name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs, bias))]
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+        gemms = _sm90_gemm_names(names)
+        self.assertGreater(len(gemms), 1, names)
+        self.assertTrue(all("ChunkedGroupProblemShape" in g for g in gemms),
+                        gemms)
+        self.assertEqual(
+            not b_transposed,
+            all(TestTf32MnBDirect._KERNEL in g for g in gemms))
+
+    def test_tf32_other_calls_raise(self, device):
+        message = "LAUNCH_WAVES is built only for"
+        offs = make_offsets([40, 0, 300], device)
+        a, b = _fwd_operands(device, torch.float32, [40, 0, 300], 64, 128,
+                             False)
+        with _allow_tf32(True):
+            # 113 rows per group: the direct read's 128-token tiles.
+            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="4"):
+                with self.assertRaisesRegex(RuntimeError,
+                                            "128-token tiles"):
+                    _grouped_mm(a, b, offs)
+            # The long K tile on the K-major kernel.
+            a, b = _fwd_operands(device, torch.float32, [400, 0, 300], 64,
+                                 128, True)
+            offs = make_offsets([400, 0, 300], device)
+            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="4",
+                           OVERLAP_OPS_SM90_TF32_K_TILE="long"):
+                with self.assertRaisesRegex(RuntimeError, message):
+                    _grouped_mm(a, b, offs)
+            # A small wgrad goes to the SM80 kernels (the TF32 route).
+            wa, wb = _wgrad_operands(device, torch.float32, [40, 0, 30], 8,
+                                     8)
+            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="4"):
+                with self.assertRaisesRegex(RuntimeError,
+                                            "SM80 or generic"):
+                    _grouped_mm(wa, wb, make_offsets([40, 0, 30], device))
+            # off applies to every call.
+            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="off"):
+                self._run_and_check(a, b, offs)
+
     def test_launch_count_follows_the_windows(self, device):
         # 8 CTAs, 2 waves per launch: 16 tiles a window. 5 groups over
         # 1000 rows on 128x256 tiles, N 1000: bound (8 + 5) x 4 = 52 tiles,

@@ -522,11 +522,14 @@ const char* launch_windowed(CheckedGemm<G>& checked, const LaunchArgs& args,
   typename G::Gemm::Params params = checked.gemm.params();
   const dim3 grid = G::Gemm::get_grid_shape(params);
   const Geometry& geo = args.geo;
+  // A swapped kernel (GroupedGemmTf32MnB) tiles D^T: its tile's first
+  // extent runs along N, its second along the grouped rows.
+  constexpr int kRowsDim = G::kSwapAB ? 1 : 0;
   const uint64_t bound = tile_count_bound(
       uint64_t(geo.num_groups), geo.grouped == GroupedDim::kRows,
       uint64_t(geo.extent), uint64_t(geo.m), uint64_t(geo.n),
-      cute::size<0>(Tile{}), cute::size<1>(Tile{}), cute::size<0>(Cluster{}),
-      cute::size<1>(Cluster{}));
+      cute::size<kRowsDim>(Tile{}), cute::size<1 - kRowsDim>(Tile{}),
+      cute::size<kRowsDim>(Cluster{}), cute::size<1 - kRowsDim>(Cluster{}));
   const LaunchWindows windows = launch_windows(
       bound, uint64_t(grid.x) * grid.y * grid.z, uint64_t(choice.tile_chunk),
       uint64_t(choice.launch_waves), kMaxLaunchWindows);
@@ -728,6 +731,19 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
             "OVERLAP_OPS_SM90_STORE_TILE on the large_solo config is built "
             "only for bf16 -> bf16 and fp16 -> fp16 calls with row-major A "
             "(fwd and dgrad); this call reaches it otherwise");
+      }
+      // TF32 windowed launches (launch_waves): the chunked problem
+      // shape's kernel, built with the short K tile only (the dispatcher
+      // refuses the long one).
+      if constexpr (std::is_same_v<In, float> &&
+                    std::is_same_v<KTile<LargeSoloTileConfig>,
+                                   HalfK<LargeSoloTileConfig>>) {
+        if (choice.launch_waves > 0) {
+          return run_grouped_gemm<
+              GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                          TileChunked<KTile<LargeSoloTileConfig>>>>(
+              args, ld, choice);
+        }
       }
       return run_grouped_gemm<GroupedGemm<
           In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(

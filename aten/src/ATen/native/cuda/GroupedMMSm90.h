@@ -87,8 +87,10 @@ struct TileChoice {
   // CTAs restart in step at every launch instead of drifting apart over
   // the whole call. 0: one launch. Uses the kernels built for the chunked
   // order and the dynamic walk (large with wider store tiles for wgrad,
-  // large_solo with 64-column store tiles for fwd and dgrad); other calls
-  // raise while it is set.
+  // large_solo with 64-column store tiles for fwd and dgrad), and for TF32
+  // chunked-shape builds of the direct read's 256-token kernel and of
+  // K-major large_solo with the short K tile; other calls raise while it
+  // is set.
   int launch_waves = 0;
 };
 

@@ -200,6 +200,15 @@ std::string kernel_in_message(const sm90::TileChoice& choice) {
       ", " + cols + "-column store tiles)";
 }
 
+// What OVERLAP_OPS_SM90_LAUNCH_WAVES runs on; the start of its refusal.
+constexpr const char* kLaunchWavesBuiltFor =
+    "grouped_mm: OVERLAP_OPS_SM90_LAUNCH_WAVES is built only for bf16 -> "
+    "bf16 and fp16 -> fp16 calls on large_solo with 64-column store tiles "
+    "(fwd, dgrad) or on large with wider store tiles (wgrad), and for TF32 "
+    "calls grouped along rows on the direct read's 256-token tiles or on "
+    "large_solo with the short K tile, without a swizzle or the dynamic "
+    "walk";
+
 // OVERLAP_OPS_SM90_SCHEDULER=static|dynamic (TileChoice::dynamic_tiles),
 // an experiment: static unless set. Its kernel is built for one kind of
 // call only, so the switch raises on the others rather than timing a
@@ -233,9 +242,11 @@ bool pick_dynamic_tiles(const LaunchArgs& args,
 
 // OVERLAP_OPS_SM90_LAUNCH_WAVES=off|2|4|8|16 (TileChoice::launch_waves),
 // an experiment: one launch unless set. It runs the chunked order's and
-// the dynamic walk's kernels, built for two kinds of call only, so the
+// the dynamic walk's kernels, built for a few kinds of call only, so the
 // switch raises on the others rather than timing a different kernel.
-int pick_launch_waves(const sm90::TileChoice& choice) {
+// TF32 calls are checked once their route is known
+// (check_tf32_launch_waves).
+int pick_launch_waves(const sm90::TileChoice& choice, bool tf32) {
   const size_t pinned = env_choice("OVERLAP_OPS_SM90_LAUNCH_WAVES",
                                    {"off", "2", "4", "8", "16"});
   if (pinned <= 1) {
@@ -246,19 +257,15 @@ int pick_launch_waves(const sm90::TileChoice& choice) {
     reason = "the dynamic walk (OVERLAP_OPS_SM90_SCHEDULER=dynamic)";
   } else if (choice.log_swizzle != 0) {
     reason = "a swizzle (OVERLAP_OPS_SM90_SWIZZLE)";
-  } else if (!((choice.config == sm90::TileConfig::kLargeSolo &&
+  } else if (!tf32 &&
+             !((choice.config == sm90::TileConfig::kLargeSolo &&
                 choice.store_tile_cols == 64) ||
                (choice.config == sm90::TileConfig::kLarge &&
                 choice.store_tile_cols != 0))) {
     reason = "no kernel built for it";
   }
-  TORCH_CHECK(
-      reason == nullptr,
-      "grouped_mm: OVERLAP_OPS_SM90_LAUNCH_WAVES is built only for bf16 -> "
-      "bf16 and fp16 -> fp16 calls on large_solo with 64-column store tiles "
-      "(fwd, dgrad) or on large with wider store tiles (wgrad), without a "
-      "swizzle or the dynamic walk; this call has ", reason,
-      kernel_in_message(choice));
+  TORCH_CHECK(reason == nullptr, kLaunchWavesBuiltFor, "; this call has ",
+              reason, kernel_in_message(choice));
   return 1 << (pinned - 1);
 }
 
@@ -282,6 +289,35 @@ MnBTile tf32_mn_b_tile(const Geometry& geo) {
   }
   return pinned == sm90::TileConfig::kLarge ? MnBTile::kCluster
                                             : MnBTile::kWide;
+}
+
+// TF32 windowed launches: built on the direct read's 256-token tiles and
+// on the K-major large_solo kernel with the short K tile. mn_b_tile: the
+// direct read's tile, or nullopt for the K-major kernels; reaches_sm90:
+// false where the SM80 or generic kernels take the call.
+void check_tf32_launch_waves(const sm90::TileChoice& choice,
+                             std::optional<MnBTile> mn_b_tile,
+                             bool reaches_sm90) {
+  if (choice.launch_waves == 0) {
+    return;
+  }
+  const char* reason = nullptr;
+  if (!reaches_sm90) {
+    reason = "the SM80 or generic kernels";
+  } else if (mn_b_tile) {
+    if (*mn_b_tile != MnBTile::kWide) {
+      reason = *mn_b_tile == MnBTile::kNarrow
+          ? "the direct read's 128-token tiles"
+          : "the direct read's 2-CTA clusters";
+    }
+  } else if (choice.config != sm90::TileConfig::kLargeSolo) {
+    reason = "another tile config";
+  } else if (!choice.tf32_short_k) {
+    reason = "the long K tile (OVERLAP_OPS_SM90_TF32_K_TILE=long)";
+  }
+  TORCH_CHECK(reason == nullptr, kLaunchWavesBuiltFor, "; this TF32 call "
+              "runs ", reason, " (config ",
+              sm90::tile_config_name(choice.config), ")");
 }
 
 const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
@@ -403,7 +439,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
   choice.tile_chunk = pick_tile_chunk(args, choice);
   choice.dynamic_tiles = pick_dynamic_tiles(args, choice);
-  choice.launch_waves = pick_launch_waves(choice);
+  choice.launch_waves = pick_launch_waves(choice, in == kFloat);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
@@ -421,31 +457,42 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       major_of(args.geo.b) == Major::kRow &&
       aligned(args.b, args.geo.b, Major::kRow,
               kTmaAlignBytes / static_cast<int64_t>(sizeof(float)));
+  const std::optional<MnBTile> mn_b_tile = mn_b_direct
+      ? std::optional(tf32_mn_b_tile(args.geo))
+      : std::nullopt;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = mn_b_direct
       ? std::optional(Major::kRow)
       : sm90_b_major(args.geo.grouped, tf32);
+  // Where the call leaves for the SM80 or generic kernels, a TF32
+  // experiment switch that only the SM90 kernels take raises first.
+  const auto leave_sm90 = [&] {
+    if (tf32) {
+      check_tf32_launch_waves(choice, std::nullopt, false);
+    }
+    return false;
+  };
   if (tf32 && !mn_b_direct &&
       !sm90_takes_tf32(args.geo, need_a, need_b, padded_k_on)) {
-    return false;  // the SM80 kernels take it
+    return leave_sm90();  // the SM80 kernels take it
   }
   const bool padded_k = tf32 && args.geo.grouped == GroupedDim::kReduction;
   if (padded_k && !output_aligned(args, kTmaAlignBytes)) {
-    return false;  // before the copies: the output decides alone here
+    return leave_sm90();  // before the copies: the output decides alone here
   }
   const SettledOperands ops = padded_k
       ? settle_k_padded_operands(args, kTf32KGroupPad)
       : settle_operands(args, need_a, need_b);
   if (!operands_aligned(args, ops, kTmaAlignBytes)) {
-    return false;
+    return leave_sm90();
+  }
+  if (tf32) {
+    check_tf32_launch_waves(choice, mn_b_tile, true);
   }
   use_settled_operands(args, ops);
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  const std::optional<MnBTile> mn_b_tile = mn_b_direct
-      ? std::optional(tf32_mn_b_tile(args.geo))
-      : std::nullopt;
   choice.raster = pick_raster_order(args.geo, mn_b_tile, pinned_raster);
   const char* error = mn_b_tile
       ? run_tf32_mn_b(args, ld, choice, *mn_b_tile)

@@ -258,7 +258,9 @@ struct GroupedGemmTf32MnB {
       Config, cutlass::gemm::TagToStrideA_t<LayoutA*>,
       cutlass::gemm::TagToStrideB_t<LayoutB*>>;
 
-  using GroupShape = ProblemShape;
+  // CUTLASS's group problem shape, or the chunked one where the config
+  // names it (TileChunked: windowed launches).
+  using GroupShape = typename ProblemShapeOf<Config>::type;
   using Kernel =
       cutlass::gemm::kernel::GemmUniversal<GroupShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
