@@ -750,6 +750,22 @@ class TestSm90TileConfig(TestCase):
             bound(-1, True, 0, 0, 1, 128, 256, 1, 1)
 
     @needs_extension
+    def test_tf32_launch_waves_default(self):
+        # GroupedMMTileChoice.h: TF32 calls take windowed launches of 8
+        # waves where their kernels are built (the direct read's 256-token
+        # tiles, K-major large_solo with the short K tile), else one launch.
+        waves = torch.ops.overlap_ops._sm90_tf32_launch_waves
+        self.assertEqual(waves(True, False, False, "large_solo", True), 8)
+        self.assertEqual(waves(True, True, False, "large_solo", True), 0)
+        self.assertEqual(waves(True, False, True, "large_solo", True), 0)
+        self.assertEqual(waves(False, False, False, "large_solo", True), 8)
+        self.assertEqual(waves(False, False, False, "large_solo", False), 0)
+        for config in ("small", "medium", "large"):
+            self.assertEqual(waves(False, False, False, config, True), 0)
+        with self.assertRaisesRegex(RuntimeError, "config must be"):
+            waves(False, False, False, "huge", True)
+
+    @needs_extension
     def test_tile_chunk_for_few_tokens_per_group(self):
         # The chunked tile order (GroupedMMTileChoice.h): chunk 4 for 16-bit
         # wgrad on large with at most 32 tokens and 264 output tiles
@@ -1945,9 +1961,40 @@ class TestSm90LaunchWindows(HopperTestCase):
         self.assertGreater(len(gemms), 1, names)
         self.assertTrue(all("ChunkedGroupProblemShape" in g for g in gemms),
                         gemms)
-        self.assertEqual(
-            not b_transposed,
-            all(TestTf32MnBDirect._KERNEL in g for g in gemms))
+        self.assertEqual(not b_transposed,
+                         all("Tf32RegisterAMainloop" in g for g in gemms))
+
+    def test_tf32_default_and_graph_replay(self, device):
+        # Unset, TF32 calls on the windowed kernels take 8 waves per launch
+        # (tf32_launch_waves_for); a captured call replays right with other
+        # offsets (8 groups of 512 rows: the direct read's 256-token tiles).
+        sizes = [600, 0, 1, 999, 1300]
+        a, b = _fwd_operands(device, torch.float32, sizes, 64, 1000, False)
+        offs = make_offsets(sizes, device)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        # 2 CTAs: the swapped kernel's 256-token x 128-column tiles.
+        bound = torch.ops.overlap_ops._sm90_tile_count_bound(
+            len(sizes), True, sum(sizes), 0, 1000, 256, 128, 1, 1)
+        _, launches = torch.ops.overlap_ops._sm90_launch_windows(
+            bound, 2, 1, 8, 32)
+        self.assertGreater(launches, 1)
+        with _allow_tf32(True):
+            _check_graph_replays(self, device, torch.float32, _sm90_env,
+                                 ("skewed", "balanced"))
+            torch._C._set_sm_carveout_experimental(sms - 2)
+            try:
+                with _sm90_env():
+                    self._run_and_check(a, b, offs)
+                with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="off"):
+                    self._run_and_check(a, b, offs)
+                # Last: the profiler is not there under compute-sanitizer.
+                with _sm90_env():
+                    gemms = _sm90_gemm_names([name for name, _ in
+                                              launched_kernels(
+                        lambda: _grouped_mm(a, b, offs))])
+            finally:
+                torch._C._set_sm_carveout_experimental(None)
+        self.assertEqual(len(gemms), launches, gemms)
 
     def test_tf32_other_calls_raise(self, device):
         message = "LAUNCH_WAVES is built only for"
@@ -1968,10 +2015,12 @@ class TestSm90LaunchWindows(HopperTestCase):
                            OVERLAP_OPS_SM90_TF32_K_TILE="long"):
                 with self.assertRaisesRegex(RuntimeError, message):
                     _grouped_mm(a, b, offs)
-            # A small wgrad goes to the SM80 kernels (the TF32 route).
+            # A small wgrad goes to the SM80 kernels (the TF32 route; the
+            # backend left to it).
             wa, wb = _wgrad_operands(device, torch.float32, [40, 0, 30], 8,
                                      8)
-            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="4"):
+            with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="4",
+                           **{_BACKEND_ENV: "auto"}):
                 with self.assertRaisesRegex(RuntimeError,
                                             "SM80 or generic"):
                     _grouped_mm(wa, wb, make_offsets([40, 0, 30], device))

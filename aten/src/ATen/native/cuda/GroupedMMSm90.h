@@ -81,8 +81,10 @@ struct TileChoice {
   // with the output in the input dtype); other calls raise while it is
   // set.
   bool dynamic_tiles = false;
-  // An experiment, off by default (OVERLAP_OPS_SM90_LAUNCH_WAVES=2|4|8|16):
-  // the call's tiles run as several launches of the same kernel, each this
+  // OVERLAP_OPS_SM90_LAUNCH_WAVES=off|2|4|8|16 (off by default for 16-bit
+  // calls, an experiment there; 8 for TF32 where built,
+  // tf32_launch_waves_for): the call's tiles run as several launches of
+  // the same kernel, each this
   // many turns of every CTA (launch_windows, GroupedMMTileOrder.h), so the
   // CTAs restart in step at every launch instead of drifting apart over
   // the whole call. 0: one launch. Uses the kernels built for the chunked

@@ -240,16 +240,21 @@ bool pick_dynamic_tiles(const LaunchArgs& args,
   return true;
 }
 
-// OVERLAP_OPS_SM90_LAUNCH_WAVES=off|2|4|8|16 (TileChoice::launch_waves),
-// an experiment: one launch unless set. It runs the chunked order's and
-// the dynamic walk's kernels, built for a few kinds of call only, so the
-// switch raises on the others rather than timing a different kernel.
-// TF32 calls are checked once their route is known
-// (check_tf32_launch_waves).
-int pick_launch_waves(const sm90::TileChoice& choice, bool tf32) {
+// OVERLAP_OPS_SM90_LAUNCH_WAVES=off|2|4|8|16 (TileChoice::launch_waves):
+// off for 16-bit calls unless set (an experiment there); TF32 calls take
+// the default of tf32_launch_waves_for once their route is known
+// (tf32_launch_waves). The windowed kernels are built for a few kinds of
+// call only, so a pinned value raises on the others rather than timing a
+// different kernel. Returns the pinned waves, 0 for off, or nullopt when
+// unset (auto).
+std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
+                                       bool tf32) {
   const size_t pinned = env_choice("OVERLAP_OPS_SM90_LAUNCH_WAVES",
                                    {"off", "2", "4", "8", "16"});
-  if (pinned <= 1) {
+  if (pinned == 0) {
+    return std::nullopt;
+  }
+  if (pinned == 1) {
     return 0;
   }
   const char* reason = nullptr;
@@ -292,32 +297,46 @@ MnBTile tf32_mn_b_tile(const Geometry& geo) {
 }
 
 // TF32 windowed launches: built on the direct read's 256-token tiles and
-// on the K-major large_solo kernel with the short K tile. mn_b_tile: the
-// direct read's tile, or nullopt for the K-major kernels; reaches_sm90:
-// false where the SM80 or generic kernels take the call.
-void check_tf32_launch_waves(const sm90::TileChoice& choice,
-                             std::optional<MnBTile> mn_b_tile,
-                             bool reaches_sm90) {
-  if (choice.launch_waves == 0) {
-    return;
+// on the K-major large_solo kernel with the short K tile. pinned: the
+// switch's value (pinned_launch_waves); mn_b_tile: the direct read's tile,
+// or nullopt for the K-major kernels; reaches_sm90: false where the SM80
+// or generic kernels take the call. Unset, the default where the kernels
+// are built (tf32_launch_waves_for); pinned, its waves, or an error where
+// they are not.
+int tf32_launch_waves(const sm90::TileChoice& choice,
+                      std::optional<int> pinned,
+                      std::optional<MnBTile> mn_b_tile, bool reaches_sm90) {
+  const sm90::Tf32WindowQuery query{
+      mn_b_tile.has_value(), mn_b_tile == MnBTile::kNarrow,
+      mn_b_tile == MnBTile::kCluster, choice.config, choice.tf32_short_k};
+  if (!pinned) {
+    // A pinned swizzle (an experiment) keeps its one launch: the windows
+    // walk CUTLASS's order.
+    return reaches_sm90 && choice.log_swizzle == 0
+        ? sm90::tf32_launch_waves_for(query)
+        : 0;
+  }
+  if (*pinned == 0) {
+    return 0;
   }
   const char* reason = nullptr;
   if (!reaches_sm90) {
     reason = "the SM80 or generic kernels";
-  } else if (mn_b_tile) {
-    if (*mn_b_tile != MnBTile::kWide) {
+  } else if (!sm90::tf32_windows_built(query)) {
+    if (mn_b_tile) {
       reason = *mn_b_tile == MnBTile::kNarrow
           ? "the direct read's 128-token tiles"
           : "the direct read's 2-CTA clusters";
+    } else {
+      reason = choice.config != sm90::TileConfig::kLargeSolo
+          ? "another tile config"
+          : "the long K tile (OVERLAP_OPS_SM90_TF32_K_TILE=long)";
     }
-  } else if (choice.config != sm90::TileConfig::kLargeSolo) {
-    reason = "another tile config";
-  } else if (!choice.tf32_short_k) {
-    reason = "the long K tile (OVERLAP_OPS_SM90_TF32_K_TILE=long)";
   }
   TORCH_CHECK(reason == nullptr, kLaunchWavesBuiltFor, "; this TF32 call "
               "runs ", reason, " (config ",
               sm90::tile_config_name(choice.config), ")");
+  return *pinned;
 }
 
 const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
@@ -439,7 +458,9 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   choice.store_tile_cols = pick_store_tile_cols(args, choice.config);
   choice.tile_chunk = pick_tile_chunk(args, choice);
   choice.dynamic_tiles = pick_dynamic_tiles(args, choice);
-  choice.launch_waves = pick_launch_waves(choice, in == kFloat);
+  const std::optional<int> launch_waves_pinned =
+      pinned_launch_waves(choice, in == kFloat);
+  choice.launch_waves = launch_waves_pinned.value_or(0);
   const std::optional<sm90::RasterOrder> pinned_raster =
       requested_raster_order();
   if (env_choice("OVERLAP_OPS_SM90_TF32_K_TILE", {"short", "long"}) == 2) {
@@ -468,7 +489,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   // experiment switch that only the SM90 kernels take raises first.
   const auto leave_sm90 = [&] {
     if (tf32) {
-      check_tf32_launch_waves(choice, std::nullopt, false);
+      tf32_launch_waves(choice, launch_waves_pinned, std::nullopt, false);
     }
     return false;
   };
@@ -487,7 +508,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
     return leave_sm90();
   }
   if (tf32) {
-    check_tf32_launch_waves(choice, mn_b_tile, true);
+    choice.launch_waves =
+        tf32_launch_waves(choice, launch_waves_pinned, mn_b_tile, true);
   }
   use_settled_operands(args, ops);
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),

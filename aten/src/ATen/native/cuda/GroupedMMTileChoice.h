@@ -246,4 +246,36 @@ inline RasterOrder swapped_raster_order_for(bool narrow_token_tile) {
   return narrow_token_tile ? RasterOrder::kAlongN : RasterOrder::kAlongM;
 }
 
+// Windowed launches (TileChoice::launch_waves) by default for TF32, where
+// their kernels are built: the direct read's 256-token tiles and K-major
+// large_solo with the short K tile. Measured on the H200 against one
+// launch, same rounds (results/tf32/2026-12-03b-windows): 8 waves per
+// launch took 0.988 (fwd) and 0.990 (dgrad) of the time on the Mixtral
+// rows and 0.981 / 0.978 on deepseek_v3_ep8_w13, 0.965-1.012 per row;
+// 4 waves 0.985 / 0.989 and 0.975 / 0.990. TF32 moves 2-3x cuBLAS's DRAM
+// bytes, so realigning the CTAs buys it more clock than bf16, where the
+// launch boundaries ate the gain (twenty-third session). A call of at
+// most 8 waves runs as one launch either way.
+constexpr int kTf32LaunchWaves = 8;
+
+struct Tf32WindowQuery {
+  bool direct_read;  // N-major weights read as they are (swapped kernel)
+  bool narrow_token_tile;  // the direct read's 128-token tiles
+  bool cluster_token_tile;  // the direct read's 2-CTA clusters
+  TileConfig config;  // the K-major kernels' config
+  bool short_k;  // the K-major kernels' short K tile
+};
+
+inline bool tf32_windows_built(const Tf32WindowQuery& q) {
+  if (q.direct_read) {
+    return !q.narrow_token_tile && !q.cluster_token_tile;
+  }
+  return q.config == TileConfig::kLargeSolo && q.short_k;
+}
+
+// 0: one launch.
+inline int tf32_launch_waves_for(const Tf32WindowQuery& q) {
+  return tf32_windows_built(q) ? kTf32LaunchWaves : 0;
+}
+
 }  // namespace at::native::grouped_mm::sm90
