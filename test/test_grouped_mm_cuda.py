@@ -753,8 +753,12 @@ class TestSm90TileConfig(TestCase):
     def test_tf32_launch_waves_default(self):
         # GroupedMMTileChoice.h: TF32 calls take windowed launches of 8
         # waves where their kernels are built (the direct read's 256-token
-        # tiles, K-major large_solo with the short K tile), else one launch.
-        waves = torch.ops.overlap_ops._sm90_tf32_launch_waves
+        # tiles, K-major large_solo with the short K tile) and groups hold
+        # at least 2048 rows on average (Mixtral's 4096 won, 256-1024 lost
+        # or tied), else one launch.
+        def waves(direct, narrow, cluster, config, short_k, rows=4096):
+            return torch.ops.overlap_ops._sm90_tf32_launch_waves(
+                direct, narrow, cluster, config, short_k, rows)
         self.assertEqual(waves(True, False, False, "large_solo", True), 8)
         self.assertEqual(waves(True, True, False, "large_solo", True), 0)
         self.assertEqual(waves(True, False, True, "large_solo", True), 0)
@@ -762,6 +766,13 @@ class TestSm90TileConfig(TestCase):
         self.assertEqual(waves(False, False, False, "large_solo", False), 0)
         for config in ("small", "medium", "large"):
             self.assertEqual(waves(False, False, False, config, True), 0)
+        self.assertEqual(
+            waves(True, False, False, "large_solo", True, rows=2048), 8)
+        for rows in (2047, 1024, 256):
+            self.assertEqual(
+                waves(True, False, False, "large_solo", True, rows=rows), 0)
+            self.assertEqual(
+                waves(False, False, False, "large_solo", True, rows=rows), 0)
         with self.assertRaisesRegex(RuntimeError, "config must be"):
             waves(False, False, False, "huge", True)
 
@@ -1965,36 +1976,48 @@ class TestSm90LaunchWindows(HopperTestCase):
                          all("Tf32RegisterAMainloop" in g for g in gemms))
 
     def test_tf32_default_and_graph_replay(self, device):
-        # Unset, TF32 calls on the windowed kernels take 8 waves per launch
-        # (tf32_launch_waves_for); a captured call replays right with other
-        # offsets (8 groups of 512 rows: the direct read's 256-token tiles).
-        sizes = [600, 0, 1, 999, 1300]
+        # Unset, TF32 calls on the windowed kernels with at least 2048 rows
+        # per group on average take 8 waves per launch
+        # (tf32_launch_waves_for), smaller groups one launch; a captured
+        # windowed call replays right with other offsets.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+
+        def gemm_launches(a, b, offs):
+            with _sm90_env():
+                return len(_sm90_gemm_names([name for name, _ in
+                                             launched_kernels(
+                    lambda: _grouped_mm(a, b, offs))]))
+        # 2460 rows per group: the direct read's 256-token x 128-column
+        # tiles on 2 CTAs.
+        sizes = [3000, 0, 1, 4999, 4300]
         a, b = _fwd_operands(device, torch.float32, sizes, 64, 1000, False)
         offs = make_offsets(sizes, device)
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        # 2 CTAs: the swapped kernel's 256-token x 128-column tiles.
         bound = torch.ops.overlap_ops._sm90_tile_count_bound(
             len(sizes), True, sum(sizes), 0, 1000, 256, 128, 1, 1)
         _, launches = torch.ops.overlap_ops._sm90_launch_windows(
             bound, 2, 1, 8, 32)
         self.assertGreater(launches, 1)
+        small = [600, 0, 1, 999, 1300]  # 580 rows per group
+        sa, sb = _fwd_operands(device, torch.float32, small, 64, 1000,
+                               False)
+        small_offs = make_offsets(small, device)
         with _allow_tf32(True):
-            _check_graph_replays(self, device, torch.float32, _sm90_env,
-                                 ("skewed", "balanced"))
+            _check_graph_replays(
+                self, device, torch.float32,
+                lambda: _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="8"),
+                ("skewed", "balanced"))
             torch._C._set_sm_carveout_experimental(sms - 2)
             try:
-                with _sm90_env():
-                    self._run_and_check(a, b, offs)
-                with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="off"):
-                    self._run_and_check(a, b, offs)
+                for env in ({}, {"OVERLAP_OPS_SM90_LAUNCH_WAVES": "off"}):
+                    with _sm90_env(**env):
+                        self._run_and_check(a, b, offs)
+                        self._run_and_check(sa, sb, small_offs)
                 # Last: the profiler is not there under compute-sanitizer.
-                with _sm90_env():
-                    gemms = _sm90_gemm_names([name for name, _ in
-                                              launched_kernels(
-                        lambda: _grouped_mm(a, b, offs))])
+                counts = (gemm_launches(a, b, offs),
+                          gemm_launches(sa, sb, small_offs))
             finally:
                 torch._C._set_sm_carveout_experimental(None)
-        self.assertEqual(len(gemms), launches, gemms)
+        self.assertEqual(counts, (launches, 1))
 
     def test_tf32_other_calls_raise(self, device):
         message = "LAUNCH_WAVES is built only for"

@@ -145,17 +145,20 @@ std::vector<int64_t> sm90_launch_windows(int64_t tile_bound,
 
 // The windowed launches' waves a TF32 call takes by default
 // (tf32_launch_waves_for; 0: one launch): on the direct read (its token
-// tile narrow, clustered or neither) or on a K-major `config`.
+// tile narrow, clustered or neither) or on a K-major `config`, with
+// rows_per_group rows per group on average.
 int64_t sm90_tf32_launch_waves(bool direct_read, bool narrow_token_tile,
                                bool cluster_token_tile,
-                               const std::string& config, bool short_k) {
+                               const std::string& config, bool short_k,
+                               int64_t rows_per_group) {
   namespace sm90 = at::native::grouped_mm::sm90;
   const std::optional<sm90::TileConfig> named =
       sm90::tile_config_named(config);
   TORCH_CHECK(named, "config must be small, medium, large, large_solo or "
               "wide; got '", config, "'");
   return sm90::tf32_launch_waves_for({direct_read, narrow_token_tile,
-                                      cluster_token_tile, *named, short_k});
+                                      cluster_token_tile, *named, short_k,
+                                      rows_per_group});
 }
 
 // Whether the bias gradient's column-sums kernel loads 16-byte vectors
@@ -176,7 +179,8 @@ bool column_sums_vector_loads(int64_t element_size, int64_t data_address,
 
 TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
   m.def("_sm90_tf32_launch_waves(bool direct_read, bool narrow_token_tile, "
-        "bool cluster_token_tile, str config, bool short_k) -> int",
+        "bool cluster_token_tile, str config, bool short_k, "
+        "int rows_per_group) -> int",
         &overlap_ops::sm90_tf32_launch_waves);
   m.def("_column_sums_vector_loads(int element_size, int data_address, "
         "int n, int row_stride, int col_stride, int group_stride) -> bool",

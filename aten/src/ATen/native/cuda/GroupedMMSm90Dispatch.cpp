@@ -303,12 +303,14 @@ MnBTile tf32_mn_b_tile(const Geometry& geo) {
 // or generic kernels take the call. Unset, the default where the kernels
 // are built (tf32_launch_waves_for); pinned, its waves, or an error where
 // they are not.
-int tf32_launch_waves(const sm90::TileChoice& choice,
+int tf32_launch_waves(const LaunchArgs& args,
+                      const sm90::TileChoice& choice,
                       std::optional<int> pinned,
                       std::optional<MnBTile> mn_b_tile, bool reaches_sm90) {
   const sm90::Tf32WindowQuery query{
       mn_b_tile.has_value(), mn_b_tile == MnBTile::kNarrow,
-      mn_b_tile == MnBTile::kCluster, choice.config, choice.tf32_short_k};
+      mn_b_tile == MnBTile::kCluster, choice.config, choice.tf32_short_k,
+      host_group_m(args.geo)};
   if (!pinned) {
     // A pinned swizzle (an experiment) keeps its one launch: the windows
     // walk CUTLASS's order.
@@ -489,7 +491,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   // experiment switch that only the SM90 kernels take raises first.
   const auto leave_sm90 = [&] {
     if (tf32) {
-      tf32_launch_waves(choice, launch_waves_pinned, std::nullopt, false);
+      tf32_launch_waves(args, choice, launch_waves_pinned, std::nullopt,
+                        false);
     }
     return false;
   };
@@ -509,7 +512,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   }
   if (tf32) {
     choice.launch_waves =
-        tf32_launch_waves(choice, launch_waves_pinned, mn_b_tile, true);
+        tf32_launch_waves(args, choice, launch_waves_pinned, mn_b_tile, true);
   }
   use_settled_operands(args, ops);
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),

@@ -247,16 +247,21 @@ inline RasterOrder swapped_raster_order_for(bool narrow_token_tile) {
 }
 
 // Windowed launches (TileChoice::launch_waves) by default for TF32, where
-// their kernels are built: the direct read's 256-token tiles and K-major
-// large_solo with the short K tile. Measured on the H200 against one
-// launch, same rounds (results/tf32/2026-12-03b-windows): 8 waves per
-// launch took 0.988 (fwd) and 0.990 (dgrad) of the time on the Mixtral
-// rows and 0.981 / 0.978 on deepseek_v3_ep8_w13, 0.965-1.012 per row;
-// 4 waves 0.985 / 0.989 and 0.975 / 0.990. TF32 moves 2-3x cuBLAS's DRAM
-// bytes, so realigning the CTAs buys it more clock than bf16, where the
-// launch boundaries ate the gain (twenty-third session). A call of at
-// most 8 waves runs as one launch either way.
+// their kernels are built (the direct read's 256-token tiles and K-major
+// large_solo with the short K tile) and groups hold at least
+// kTf32WindowMinRowsPerGroup rows on average. Measured on the H200, 8
+// waves per launch against one launch, same rounds, two runs
+// (results/tf32/2026-12-03b-windows and -windows-default): the Mixtral
+// rows (4096 rows per group, 11-13 ms calls) 0.988 / 0.990 (fwd / dgrad,
+// geometric mean) in the first and 0.979 / 0.965 in the second, 0.95-1.03
+// per row; shorter calls with smaller groups lost: gpt_oss_120b_w13 (256
+// rows per group) fwd 1.02-1.09, qwen3_30b_a3b_w13 (512) 1.00-1.03,
+// deepseek_v3_ep8_w2 (1024, K 2048) 0.99-1.03; deepseek_v3_ep8_w13
+// (1024, K 7168) 0.95-1.02 in both. TF32 moves 2-3x cuBLAS's DRAM bytes,
+// and realigning the CTAs at each launch buys back clock where a call is
+// long enough that the boundaries (~25 us each) are a small share.
 constexpr int kTf32LaunchWaves = 8;
+constexpr int64_t kTf32WindowMinRowsPerGroup = 2048;
 
 struct Tf32WindowQuery {
   bool direct_read;  // N-major weights read as they are (swapped kernel)
@@ -264,6 +269,7 @@ struct Tf32WindowQuery {
   bool cluster_token_tile;  // the direct read's 2-CTA clusters
   TileConfig config;  // the K-major kernels' config
   bool short_k;  // the K-major kernels' short K tile
+  int64_t rows_per_group;  // a row-grouped call's mean rows per group
 };
 
 inline bool tf32_windows_built(const Tf32WindowQuery& q) {
@@ -275,7 +281,10 @@ inline bool tf32_windows_built(const Tf32WindowQuery& q) {
 
 // 0: one launch.
 inline int tf32_launch_waves_for(const Tf32WindowQuery& q) {
-  return tf32_windows_built(q) ? kTf32LaunchWaves : 0;
+  return tf32_windows_built(q) &&
+          q.rows_per_group >= kTf32WindowMinRowsPerGroup
+      ? kTf32LaunchWaves
+      : 0;
 }
 
 }  // namespace at::native::grouped_mm::sm90
