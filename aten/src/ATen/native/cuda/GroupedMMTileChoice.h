@@ -253,7 +253,7 @@ inline RasterOrder swapped_raster_order_for(bool narrow_token_tile) {
 // waves per launch against one launch, same rounds, two runs
 // (results/tf32/2026-12-03b-windows and -windows-default): the Mixtral
 // rows (4096 rows per group, 11-13 ms calls) 0.988 / 0.990 (fwd / dgrad,
-// geometric mean) in the first and 0.979 / 0.965 in the second, 0.95-1.03
+// geometric mean) in the first and 0.984 / 0.965 in the second, 0.95-1.03
 // per row; shorter calls with smaller groups lost: gpt_oss_120b_w13 (256
 // rows per group) fwd 1.02-1.09, qwen3_30b_a3b_w13 (512) 1.00-1.03,
 // deepseek_v3_ep8_w2 (1024, K 2048) 0.99-1.03; deepseek_v3_ep8_w13
