@@ -192,6 +192,19 @@ def _fwd_operands(device, dtype, sizes, k, n, b_transposed):
     return a, b
 
 
+def _windowed_fwd_case(device, dtype, sizes, n, tile_rows, tile_cols,
+                       ctas, waves):
+    """A forward call (K 64, row-major weights) and the launches windowed
+    launches make of it on `ctas` CTAs of tile_rows x tile_cols tiles
+    (tile_count_bound and launch_windows of GroupedMMTileOrder.h)."""
+    a, b = _fwd_operands(device, dtype, sizes, 64, n, False)
+    bound = torch.ops.overlap_ops._sm90_tile_count_bound(
+        len(sizes), True, sum(sizes), 0, n, tile_rows, tile_cols, 1, 1)
+    _, launches = torch.ops.overlap_ops._sm90_launch_windows(
+        bound, ctas, 1, waves, 32)
+    return a, b, make_offsets(sizes, device), launches
+
+
 # The one argument-filling kernel, with each tensor-core path's writer.
 _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
@@ -1989,13 +2002,9 @@ class TestSm90LaunchWindows(HopperTestCase):
                     lambda: _grouped_mm(a, b, offs))]))
         # 2460 rows per group: the direct read's 256-token x 128-column
         # tiles on 2 CTAs.
-        sizes = [3000, 0, 1, 4999, 4300]
-        a, b = _fwd_operands(device, torch.float32, sizes, 64, 1000, False)
-        offs = make_offsets(sizes, device)
-        bound = torch.ops.overlap_ops._sm90_tile_count_bound(
-            len(sizes), True, sum(sizes), 0, 1000, 256, 128, 1, 1)
-        _, launches = torch.ops.overlap_ops._sm90_launch_windows(
-            bound, 2, 1, 8, 32)
+        a, b, offs, launches = _windowed_fwd_case(
+            device, torch.float32, [3000, 0, 1, 4999, 4300], 1000, 256, 128,
+            2, 8)
         self.assertGreater(launches, 1)
         small = [600, 0, 1, 999, 1300]  # 580 rows per group
         sa, sb = _fwd_operands(device, torch.float32, small, 64, 1000,
@@ -2056,13 +2065,9 @@ class TestSm90LaunchWindows(HopperTestCase):
         # 1000 rows on 128x256 tiles, N 1000: bound (8 + 5) x 4 = 52 tiles,
         # 4 launches; the real 40 tiles (2+3+0+1+4 tile rows of 4) fill
         # three of them, the last one runs none.
-        sizes = [200, 300, 0, 1, 499]
-        a, b = _fwd_operands(device, torch.bfloat16, sizes, 64, 1000, False)
-        offs = make_offsets(sizes, device)
-        bound = torch.ops.overlap_ops._sm90_tile_count_bound(
-            len(sizes), True, sum(sizes), 0, 1000, 128, 256, 1, 1)
-        _, launches = torch.ops.overlap_ops._sm90_launch_windows(
-            bound, 8, 1, 2, 32)
+        a, b, offs, launches = _windowed_fwd_case(
+            device, torch.bfloat16, [200, 300, 0, 1, 499], 1000, 128, 256,
+            8, 2)
         self.assertEqual(launches, 4)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         torch._C._set_sm_carveout_experimental(sms - 8)
