@@ -119,14 +119,16 @@ _WALK_FWD_CASES = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
                    ([4096, 0, 2500], 256, 1032, False)]
 
 
-def _check_fwd_walk_cases(test, device, dtype, b_transposed, envs, calls=1):
-    """_WALK_FWD_CASES under each of envs (context manager factories),
-    `calls` times each, on a carveout of SMs - 8 (each CTA walks many
-    tiles), checked against float64 per group by test._run_and_check."""
+def _check_fwd_walk_cases(test, device, dtype, b_transposed, envs, calls=1,
+                          cases=_WALK_FWD_CASES):
+    """`cases` ((sizes, k, n, with_bias), by default _WALK_FWD_CASES) under
+    each of envs (context manager factories), `calls` times each, on a
+    carveout of SMs - 8 (each CTA walks many tiles), checked against
+    float64 per group by test._run_and_check."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     torch._C._set_sm_carveout_experimental(sms - 8)
     try:
-        for sizes, k, n, with_bias in _WALK_FWD_CASES:
+        for sizes, k, n, with_bias in cases:
             a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
             bias = (_randn(len(sizes), n, device=device, dtype=dtype)
                     if with_bias else None)
@@ -1961,24 +1963,23 @@ class TestSm90LaunchWindows(HopperTestCase):
         # SMs - 8. The GEMMs launched are the chunked problem shape's.
         cases = [([300, 0, 1, 777, 130, 2048], 136, 520, True),
                  ([(i % 3) * 150 for i in range(1100)], 72, 264, False)]
+        with _allow_tf32(True):
+            _check_fwd_walk_cases(
+                self, device, torch.float32, b_transposed,
+                [lambda w=waves: _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES=w)
+                 for waves in ("2", "16")], cases=cases)
+        # Last: the profiler is not there under compute-sanitizer. The last
+        # case (no bias) on SMs - 8 again.
+        sizes, k, n, _ = cases[-1]
+        a, b = _fwd_operands(device, torch.float32, sizes, k, n, b_transposed)
+        offs = make_offsets(sizes, device)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         torch._C._set_sm_carveout_experimental(sms - 8)
         try:
-            for sizes, k, n, with_bias in cases:
-                a, b = _fwd_operands(device, torch.float32, sizes, k, n,
-                                     b_transposed)
-                bias = (_randn(len(sizes), n, device=device,
-                               dtype=torch.float32) if with_bias else None)
-                offs = make_offsets(sizes, device)
-                for waves in ("2", "16"):
-                    with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES=waves), \
-                            _allow_tf32(True):
-                        self._run_and_check(a, b, offs, bias)
-            # Last: the profiler is not there under compute-sanitizer.
             with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2"), \
                     _allow_tf32(True):
                 names = [name for name, _ in launched_kernels(
-                    lambda: _grouped_mm(a, b, offs, bias))]
+                    lambda: _grouped_mm(a, b, offs))]
         finally:
             torch._C._set_sm_carveout_experimental(None)
         gemms = _sm90_gemm_names(names)

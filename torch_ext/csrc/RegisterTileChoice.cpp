@@ -57,6 +57,15 @@ std::string sm90_swapped_raster_order(bool narrow_token_tile) {
       : "n";
 }
 
+// A tile config given by name (one of kTileConfigNames), or an error.
+at::native::grouped_mm::sm90::TileConfig named_config(
+    const std::string& config) {
+  const auto named = at::native::grouped_mm::sm90::tile_config_named(config);
+  TORCH_CHECK(named, "config must be small, medium, large, large_solo or "
+              "wide; got '", config, "'");
+  return *named;
+}
+
 // The 128x256 configs' epilogue subtile columns (0: CUTLASS's choice) for
 // a call that runs `config` (store_tile_cols_for): same_16bit_out for
 // 16-bit inputs with output in the input dtype; grouped "k" (wgrad),
@@ -70,12 +79,9 @@ int64_t sm90_store_tile_cols(const std::string& config, bool same_16bit_out,
   TORCH_CHECK(grouped == "k" || grouped == "rows" || grouped == "none",
               "grouped must be k, rows or none; got '", grouped, "'");
   namespace sm90 = at::native::grouped_mm::sm90;
-  const std::optional<sm90::TileConfig> named =
-      sm90::tile_config_named(config);
-  TORCH_CHECK(named, "config must be small, medium, large, large_solo or "
-              "wide; got '", config, "'");
-  return sm90::store_tile_cols_for({*named, same_16bit_out, grouped == "k",
-                                    grouped == "rows", mean_extent});
+  return sm90::store_tile_cols_for({named_config(config), same_16bit_out,
+                                    grouped == "k", grouped == "rows",
+                                    mean_extent});
 }
 
 // The chunked tile order's chunk (tile_chunk_for; 1: CUTLASS's order) for
@@ -91,7 +97,7 @@ int64_t sm90_tile_chunk(const std::string& config, bool same_16bit_out,
   namespace sm90 = at::native::grouped_mm::sm90;
   const int64_t cols =
       sm90_store_tile_cols(config, same_16bit_out, grouped, mean_extent);
-  return sm90::tile_chunk_for({*sm90::tile_config_named(config),
+  return sm90::tile_chunk_for({named_config(config),
                                same_16bit_out, grouped == "k",
                                grouped == "rows", mean_extent},
                               static_cast<int>(cols), group_m, group_n);
@@ -151,14 +157,9 @@ int64_t sm90_tf32_launch_waves(bool direct_read, bool narrow_token_tile,
                                bool cluster_token_tile,
                                const std::string& config, bool short_k,
                                int64_t rows_per_group) {
-  namespace sm90 = at::native::grouped_mm::sm90;
-  const std::optional<sm90::TileConfig> named =
-      sm90::tile_config_named(config);
-  TORCH_CHECK(named, "config must be small, medium, large, large_solo or "
-              "wide; got '", config, "'");
-  return sm90::tf32_launch_waves_for({direct_read, narrow_token_tile,
-                                      cluster_token_tile, *named, short_k,
-                                      rows_per_group});
+  return at::native::grouped_mm::sm90::tf32_launch_waves_for(
+      {direct_read, narrow_token_tile, cluster_token_tile,
+       named_config(config), short_k, rows_per_group});
 }
 
 // Whether the bias gradient's column-sums kernel loads 16-byte vectors

@@ -733,8 +733,8 @@ const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
             "(fwd and dgrad); this call reaches it otherwise");
       }
       // TF32 windowed launches (launch_waves): the chunked problem
-      // shape's kernel, built with the short K tile only (the dispatcher
-      // refuses the long one).
+      // shape's kernel, built with the short K tile only
+      // (tf32_windows_built: the dispatcher never asks it of the long one).
       if constexpr (std::is_same_v<In, float> &&
                     std::is_same_v<KTile<LargeSoloTileConfig>,
                                    HalfK<LargeSoloTileConfig>>) {
