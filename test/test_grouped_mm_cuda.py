@@ -792,9 +792,36 @@ class TestSm90TileConfig(TestCase):
             waves(False, False, False, "huge", True)
 
     @needs_extension
+    def test_tf32_cluster_token_tile_default(self):
+        # GroupedMMTileChoice.h: the direct read's 2-CTA clusters from 1024
+        # rows per group on average up to the windows' 2048 (DeepSeek EP8's
+        # 1024 won 0.92-1.00 of the plain 256-token tile in two runs;
+        # Qwen3's 512 lost up to 1.04 on balanced rows).
+        def cluster(rows, groups):
+            return torch.ops.overlap_ops._sm90_tf32_mn_b_cluster(rows, groups)
+        rows = {
+            ("deepseek_v3_ep8_w13", 32768, 32): True,
+            ("qwen3_30b_a3b_w13", 65536, 128): False,
+            ("gpt_oss_120b_w13", 32768, 128): False,
+            ("mixtral_8x7b_w2", 32768, 8): False,   # windows of 8 waves
+            ("grin_moe", 1024, 8): False,
+        }
+        for (name, total, groups), wins in rows.items():
+            self.assertEqual(cluster(total, groups), wins, name)
+        self.assertFalse(cluster(1024 * 5 - 1, 5))
+        self.assertTrue(cluster(1024 * 5, 5))
+        self.assertTrue(cluster(2048 * 5 - 1, 5))
+        self.assertFalse(cluster(2048 * 5, 5))
+        self.assertFalse(cluster(0, 3))
+        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
+            cluster(10, 0)
+        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
+            cluster(-1, 2)
+
+    @needs_extension
     def test_tile_chunk_for_few_tokens_per_group(self):
         # The chunked tile order (GroupedMMTileChoice.h): chunk 4 for 16-bit
-        # wgrad on large with at most 32 tokens and 264 output tiles
+        # wgrad on large with at most 64 tokens and 264 output tiles
         # (128x256) per group, where group switches dominate; CUTLASS's
         # order (1) elsewhere.
         def chunk(config, same_16bit_out, grouped, extent, m=2048, n=1536):
@@ -811,18 +838,22 @@ class TestSm90TileConfig(TestCase):
             self.assertEqual(chunk("large", True, "k", tokens, m, n),
                              expected, name)
         self.assertEqual(chunk("large", True, "k", 0), 4)
-        # The sweep (sweep/ in the same directory): 16 and 32 tokens with
-        # 96 tiles per group, 8 and 16 with 256, won; 384 to 896 tiles did
-        # not.
+        # The sweeps (sweep/ in the same directory, and
+        # results/tiles/2026-12-03c-chunk-sweep2): 16 to 64 tokens with 96
+        # tiles per group, 8 to 64 with 256, won; 384 to 896 tiles did
+        # not, nor 128 tokens with 256 tiles (skewed) or 256 tokens.
         for tokens, m, n in ((16, 2048, 1536), (32, 2048, 1536),
-                             (8, 4096, 2048), (16, 4096, 2048)):
+                             (64, 2048, 1536), (8, 4096, 2048),
+                             (16, 4096, 2048), (32, 4096, 2048),
+                             (64, 4096, 2048)):
             self.assertEqual(chunk("large", True, "k", tokens, m, n), 4)
         for tokens, m, n in ((8, 8192, 1536), (8, 16384, 1536),
                              (8, 7168, 4096), (16, 7168, 4096),
-                             (8, 3584, 5120)):
+                             (8, 3584, 5120), (128, 2048, 1536),
+                             (128, 4096, 2048), (256, 2048, 1536)):
             self.assertEqual(chunk("large", True, "k", tokens, m, n), 1)
-        self.assertEqual(chunk("large", True, "k", 32), 4)
-        self.assertEqual(chunk("large", True, "k", 33), 1)
+        self.assertEqual(chunk("large", True, "k", 64), 4)
+        self.assertEqual(chunk("large", True, "k", 65), 1)
         # 264 tiles of 128x256 per group, and one more row of tiles.
         self.assertEqual(chunk("large", True, "k", 8, 128 * 33, 256 * 8), 4)
         self.assertEqual(chunk("large", True, "k", 8, 128 * 33 + 1, 2048),
@@ -1538,6 +1569,43 @@ class TestTf32MnBDirect(HopperTestCase):
         self.assertEqual(gemm(small, "auto"), gemm(small, "medium"))
         self.assertEqual(gemm(large, "auto"), gemm(large, "large_solo"))
         self.assertNotEqual(gemm(large, "auto"), gemm(small, "auto"))
+        # 1024 to 2047 rows per group on average: the 2-CTA clusters (the
+        # kernel OVERLAP_OPS_SM90_TILE=large pins).
+        clustered = [1500, 0, 1700]
+        self.assertEqual(gemm(clustered, "auto"), gemm(clustered, "large"))
+        self.assertNotEqual(gemm(clustered, "auto"), gemm(large, "auto"))
+
+    def test_cluster_default_matches_reference_and_gives_way_to_windows(
+            self, device):
+        # The clustered default on ragged groups (one empty, K and N not
+        # multiples of the tiles, a bias, rows past offs[-1]), with and
+        # without a carveout; with windows pinned the same call runs the
+        # windowed 256-token tiles instead of raising for the clusters.
+        sizes = [1500, 0, 1201, 1777]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes) + 9, 72, device=device, dtype=torch.float32)
+        b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
+        bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
+        for carveout in (None, 9):
+            torch._C._set_sm_carveout_experimental(carveout)
+            try:
+                with self._direct(), _allow_tf32(True):
+                    self._run_and_check(a, b, offs, bias)
+            finally:
+                torch._C._set_sm_carveout_experimental(None)
+        with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2",
+                       OVERLAP_OPS_SM90_TF32_MN_B="direct",
+                       OVERLAP_OPS_SM90_TILE="auto"), _allow_tf32(True):
+            self._run_and_check(a, b, offs, bias)
+        # Last (the profiler records nothing under compute-sanitizer, and
+        # this skips): one GEMM kernel, within SMs - 9.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        with self._direct(), _allow_tf32(True):
+            grids = _launched_grids(lambda: _grouped_mm(a, b, offs, bias),
+                                    carveout=9)
+        gemms = [(name, ctas) for name, ctas in grids if self._KERNEL in name]
+        self.assertEqual(len(gemms), 1, grids)
+        self.assertLessEqual(gemms[0][1], sms - 9, gemms)
 
     def test_copy_never_reads_directly(self, device):
         # =copy keeps the route of GroupedMMTf32Route.h (a K-major copy of
@@ -1808,7 +1876,7 @@ class TestSm90TileChunk(HopperTestCase):
         self.assertTrue(chunked(self._chunked("4")))
         self.assertFalse(chunked(self._chunked("off")))
         # The default (tile_chunk_for), no switch set: 8 tokens per group
-        # take the chunked order, 64 do not.
+        # take the chunked order, 96 do not.
         no_switches = unittest.mock.patch.dict(os.environ)
         with no_switches:
             for name in (_BACKEND_ENV, "OVERLAP_OPS_SM90_TILE",
@@ -1816,7 +1884,7 @@ class TestSm90TileChunk(HopperTestCase):
                          "OVERLAP_OPS_SM90_STORE_TILE"):
                 os.environ.pop(name, None)
             self.assertTrue(chunked(contextlib.nullcontext()))
-            sizes = [64] * 40
+            sizes = [96] * 40
             a, b = _wgrad_operands(device, torch.bfloat16, sizes, 392, 1032)
             offs = make_offsets(sizes, device)
             self.assertFalse(chunked(contextlib.nullcontext()))

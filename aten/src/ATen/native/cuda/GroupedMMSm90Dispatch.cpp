@@ -275,14 +275,16 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 }
 
 // The direct read of N-major TF32 weights: 128-token tiles for small
-// groups, else 256-token tiles (tf32_mn_b_narrow_wins). A pinned
-// OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
-// 128, large_solo 256, large 256 on 2-CTA clusters sharing each token
-// tile (an experiment that did not win: 0.99x in geometric mean,
-// results/tf32/2026-12-01a-narrow); small and wide leave it to the rule.
+// groups (tf32_mn_b_narrow_wins), 256-token tiles on 2-CTA clusters from
+// 1024 to 2048 rows per group (sm90::tf32_mn_b_cluster_wins), else
+// 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
+// the token tile where it names one: medium 128, large_solo 256, large
+// 256 on clusters; small and wide leave it to the rules. windows_pinned:
+// OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
+// clusters, so the rules' clusters give way to the plain 256-token tile.
 enum class MnBTile { kNarrow, kWide, kCluster };
 
-MnBTile tf32_mn_b_tile(const Geometry& geo) {
+MnBTile tf32_mn_b_tile(const Geometry& geo, bool windows_pinned) {
   std::optional<sm90::TileConfig> pinned = requested_tile_config();
   if (pinned == sm90::TileConfig::kSmall ||
       pinned == sm90::TileConfig::kWide) {
@@ -292,8 +294,11 @@ MnBTile tf32_mn_b_tile(const Geometry& geo) {
              : tf32_mn_b_narrow_wins(geo.extent, geo.num_groups)) {
     return MnBTile::kNarrow;
   }
-  return pinned == sm90::TileConfig::kLarge ? MnBTile::kCluster
-                                            : MnBTile::kWide;
+  const bool cluster = pinned
+      ? *pinned == sm90::TileConfig::kLarge
+      : !windows_pinned &&
+          sm90::tf32_mn_b_cluster_wins(geo.extent, geo.num_groups);
+  return cluster ? MnBTile::kCluster : MnBTile::kWide;
 }
 
 // TF32 windowed launches: built on the direct read's 256-token tiles and
@@ -481,7 +486,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       aligned(args.b, args.geo.b, Major::kRow,
               kTmaAlignBytes / static_cast<int64_t>(sizeof(float)));
   const std::optional<MnBTile> mn_b_tile = mn_b_direct
-      ? std::optional(tf32_mn_b_tile(args.geo))
+      ? std::optional(tf32_mn_b_tile(
+            args.geo, launch_waves_pinned.value_or(0) > 0))
       : std::nullopt;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = mn_b_direct

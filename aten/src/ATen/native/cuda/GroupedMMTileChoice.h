@@ -190,10 +190,14 @@ inline int store_tile_cols_for(const StoreTileQuery& q) {
 // than L2 holds). The sweep in the same directory (sweep/) set the
 // bounds: chunk 4 took 0.79-0.85 of the plain order's time at 16 and 32
 // tokens with 96 tiles per group and 0.88-0.94 at 8 and 16 tokens with
-// 256, but 1.00-1.02 with 384 to 896 tiles (8 and 16 tokens). Not
-// measured between 32 and 512 tokens with few tiles, so the bound stays
-// at what was measured.
-constexpr int64_t kChunkedOrderMaxTokens = 32;
+// 256, but 1.00-1.02 with 384 to 896 tiles (8 and 16 tokens). A second
+// sweep (results/tiles/2026-12-03c-chunk-sweep2) went on to 256 tokens:
+// chunk 4 took 0.83-0.86 of the plain order's time at 64 tokens with 96
+// tiles and 0.92-0.96 with 256; at 128 tokens 0.86-0.94 with 96 tiles
+// but 0.95-1.00 with 256, and at 256 tokens up to 1.07 (skewed). So the
+// bound is 64 tokens, where both tile counts and both group-size
+// distributions won.
+constexpr int64_t kChunkedOrderMaxTokens = 64;
 constexpr int64_t kChunkedOrderMaxGroupTiles = 264;
 constexpr int kChunkedOrderTiles = 4;
 
@@ -285,6 +289,24 @@ inline int tf32_launch_waves_for(const Tf32WindowQuery& q) {
           q.rows_per_group >= kTf32WindowMinRowsPerGroup
       ? kTf32LaunchWaves
       : 0;
+}
+
+// The direct read's 256-token tiles on 2-CTA clusters that share each
+// token tile, from this many rows per group on average up to the windowed
+// launches' bound (which are built without clusters and take over there).
+// Against the unclustered 256-token tile in the same runs, TF32 fwd
+// (results/tf32/2026-12-01a-narrow, and 2026-12-03c-probe on another card
+// and build): deepseek_v3_ep8_w13 (1024 rows per group) 1.005 / 0.978 /
+// 0.918 and 0.996 / 0.967 / 0.922 (balanced / skewed / sparse),
+// deepseek_v3_ep8_w2 (1024) 0.983 / 0.948 / 0.979; smaller groups won on
+// skewed and sparse rows but lost up to 1.04 on balanced ones
+// (qwen3_30b_a3b, 512), and Mixtral (4096) tied at 0.99-1.02.
+constexpr int64_t kTf32ClusterMinRowsPerGroup = 1024;
+
+// rows: a row-grouped call's total rows (host-known), groups: G.
+inline bool tf32_mn_b_cluster_wins(int64_t rows, int64_t groups) {
+  return groups > 0 && rows >= kTf32ClusterMinRowsPerGroup * groups &&
+      rows < kTf32WindowMinRowsPerGroup * groups;
 }
 
 }  // namespace at::native::grouped_mm::sm90
