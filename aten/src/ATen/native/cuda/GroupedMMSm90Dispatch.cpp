@@ -276,7 +276,7 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 
 // The direct read of N-major TF32 weights: 128-token tiles for small
 // groups (tf32_mn_b_narrow_wins), 256-token tiles on 2-CTA clusters from
-// 1024 to 2048 rows per group (sm90::tf32_mn_b_cluster_wins), else
+// 1024 to 2047 rows per group (sm90::tf32_mn_b_cluster_wins), else
 // 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
 // the token tile where it names one: medium 128, large_solo 256, large
 // 256 on clusters; small and wide leave it to the rules. windows_pinned:

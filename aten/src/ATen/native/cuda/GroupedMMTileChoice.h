@@ -300,7 +300,9 @@ inline int tf32_launch_waves_for(const Tf32WindowQuery& q) {
 // 0.918 and 0.996 / 0.967 / 0.922 (balanced / skewed / sparse),
 // deepseek_v3_ep8_w2 (1024) 0.983 / 0.948 / 0.979; smaller groups won on
 // skewed and sparse rows but lost up to 1.04 on balanced ones
-// (qwen3_30b_a3b, 512), and Mixtral (4096) tied at 0.99-1.02.
+// (qwen3_30b_a3b, 512), and Mixtral (4096) tied at 0.99-1.02. As the
+// default (2026-12-03c-cluster-default): w13 0.98 / 0.96 / 0.91, w2 1.00
+// / 0.95 / 0.95 of the unclustered tile.
 constexpr int64_t kTf32ClusterMinRowsPerGroup = 1024;
 
 // rows: a row-grouped call's total rows (host-known), groups: G.
