@@ -578,13 +578,15 @@ for stage in "$@"; do
       # DRAM_LAUNCHES (default 3) GEMM launches after 4, so a variable walk
       # shows as spread (the one-launch kernel read 6.8-12.2 GB for the
       # same call, twenty-first session). Compare with the model:
-      # tools/wave_traffic.py. Into $OUT/dram/dram.txt.
+      # tools/wave_traffic.py. Into $OUT/dram/dram.txt. cuBLAS's kernels:
+      # nvjet_* for 16-bit, sm90_xmma_gemm_* for TF32 (a TF32 loop column
+      # matched nothing before both were named, twenty-fifth session).
       read -r dcase ddist dpass <<< "${DRAM_ROW:-mixtral_8x7b_w2 balanced fwd}"
       mkdir -p "$OUT/dram"
       for variant in ${DRAM_VARIANTS:-ours: dyn:OVERLAP_OPS_SM90_SCHEDULER=dynamic loop:}; do
         label=${variant%%:*}; settings=${variant#*:}
         impl=ours; kernels=device_kernel
-        [[ $label == loop ]] && impl=loop && kernels=nvjet
+        [[ $label == loop ]] && impl=loop && kernels="nvjet|xmma"
         [[ $label == pergroup ]] && impl=pergroup
         echo "== $dcase $ddist $dpass ${DRAM_DTYPE:-bf16} $label ${settings:-(defaults)}" \
           | tee -a "$OUT/dram/dram.txt"
