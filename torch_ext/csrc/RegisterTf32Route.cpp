@@ -1,10 +1,12 @@
 // Registers private overlap_ops ops that expose the Hopper TF32 route
-// (aten/src/ATen/native/cuda/GroupedMMTf32Route.h) and the padded K layout
+// (aten/src/ATen/native/cuda/GroupedMMTf32Route.h), the direct read's token
+// tile rules (there and in GroupedMMTileChoice.h) and the padded K layout
 // of its 2d x 2d copies (GroupedMMPaddedK.h) to the CPU tests. This file
 // only routes to aten/; the rules live there.
 
 #include <ATen/native/cuda/GroupedMMPaddedK.h>
 #include <ATen/native/cuda/GroupedMMTf32Route.h>
+#include <ATen/native/cuda/GroupedMMTileChoice.h>
 
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -15,6 +17,12 @@
 
 namespace overlap_ops {
 namespace {
+
+// The rows-per-group rules' arguments: a call's total rows and its groups.
+void check_rows_and_groups(int64_t rows, int64_t groups) {
+  TORCH_CHECK(rows >= 0, "rows must be >= 0, got ", rows);
+  TORCH_CHECK(groups >= 1, "groups must be >= 1, got ", groups);
+}
 
 // "sm90" or "sm80": the kernels a float32 call with TF32 allowed runs on
 // Hopper, for m x k x n summed over `groups` groups.
@@ -41,17 +49,22 @@ std::string hopper_tf32_family(
 // Hopper kernel that reads them as they are (by default), for `rows` rows
 // in `groups` groups and A of the given major.
 bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups, bool a_row_major) {
-  TORCH_CHECK(rows >= 0, "rows must be >= 0, got ", rows);
-  TORCH_CHECK(groups >= 1, "groups must be >= 1, got ", groups);
+  check_rows_and_groups(rows, groups);
   return at::native::grouped_mm::tf32_mn_b_direct_wins(rows, groups,
                                                        a_row_major);
 }
 
 // Whether the swapped kernel runs its 128-token tile (else 256 tokens).
 bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
-  TORCH_CHECK(rows >= 0, "rows must be >= 0, got ", rows);
-  TORCH_CHECK(groups >= 1, "groups must be >= 1, got ", groups);
+  check_rows_and_groups(rows, groups);
   return at::native::grouped_mm::tf32_mn_b_narrow_wins(rows, groups);
+}
+
+// Whether its 256-token tiles run on 2-CTA clusters by default
+// (tf32_mn_b_cluster_wins).
+bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups) {
+  check_rows_and_groups(rows, groups);
+  return at::native::grouped_mm::sm90::tf32_mn_b_cluster_wins(rows, groups);
 }
 
 // Each group's first K index in the padded copies, then their K width,
@@ -85,6 +98,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::tf32_mn_b_direct_wins);
   m.def("_tf32_mn_b_narrow_wins(int rows, int groups) -> bool",
         &overlap_ops::tf32_mn_b_narrow_wins);
+  m.def("_sm90_tf32_mn_b_cluster(int rows, int groups) -> bool",
+        &overlap_ops::sm90_tf32_mn_b_cluster);
   m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
         &overlap_ops::tf32_padded_k_layout);
 }

@@ -162,15 +162,6 @@ int64_t sm90_tf32_launch_waves(bool direct_read, bool narrow_token_tile,
        named_config(config), short_k, rows_per_group});
 }
 
-// Whether the direct read of N-major TF32 weights runs its 256-token tiles
-// on 2-CTA clusters by default (tf32_mn_b_cluster_wins), for `rows` rows
-// in `groups` groups.
-bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups) {
-  TORCH_CHECK(rows >= 0, "rows must be >= 0, got ", rows);
-  TORCH_CHECK(groups >= 1, "groups must be >= 1, got ", groups);
-  return at::native::grouped_mm::sm90::tf32_mn_b_cluster_wins(rows, groups);
-}
-
 // Whether the bias gradient's column-sums kernel loads 16-byte vectors
 // for a grad of this element size, data address and strides (elements).
 bool column_sums_vector_loads(int64_t element_size, int64_t data_address,
@@ -192,8 +183,6 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         "bool cluster_token_tile, str config, bool short_k, "
         "int rows_per_group) -> int",
         &overlap_ops::sm90_tf32_launch_waves);
-  m.def("_sm90_tf32_mn_b_cluster(int rows, int groups) -> bool",
-        &overlap_ops::sm90_tf32_mn_b_cluster);
   m.def("_column_sums_vector_loads(int element_size, int data_address, "
         "int n, int row_stride, int col_stride, int group_stride) -> bool",
         &overlap_ops::column_sums_vector_loads);
