@@ -1086,6 +1086,35 @@ class TestHopperTf32Route(TestCase):
             narrow(-1, 2)
 
     @needs_extension
+    def test_token_split_from_64_rows_per_group(self):
+        # GroupedMMTf32Route.h: where the 128-token tile wins on the mean,
+        # from 64 rows per group on average the call splits its groups
+        # between the 128- and 256-token kernels on the device (grin_moe
+        # sparse: mean 128, live groups of 170). Never where the mean
+        # already takes the 256-token tile, nor below 64 (qwen3_decode).
+        def split(rows, groups):
+            return torch.ops.overlap_ops._tf32_mn_b_token_split_wins(
+                rows, groups)
+        rows = {
+            ("qwen3_decode", 1024, 128): False,
+            ("deepseek_v3_decode", 2048, 32): True,
+            ("grin_moe", 1024, 8): True,
+            ("gpt_oss_120b_w13", 32768, 128): False,
+            ("mixtral_8x7b_w2", 32768, 8): False,
+        }
+        for (name, total, groups), wins in rows.items():
+            self.assertEqual(split(total, groups), wins, name)
+        self.assertFalse(split(64 * 5 - 1, 5))
+        self.assertTrue(split(64 * 5, 5))
+        self.assertTrue(split(128 * 5, 5))
+        self.assertFalse(split(128 * 5 + 1, 5))
+        self.assertFalse(split(0, 3))
+        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
+            split(10, 0)
+        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
+            split(-1, 2)
+
+    @needs_extension
     def test_transposed_activations_pay_per_row(self):
         # A copy of A (m x k) that only SM90 makes (3d x 3d with A
         # column-major: SM80 keeps it when B is row-major) costs the same
@@ -1444,7 +1473,8 @@ class TestTf32MnBDirect(HopperTestCase):
     256-token tile (large_solo), the 128-token tile (medium, the default up
     to 128 rows per group) and 2-CTA clusters (large, an experiment), each
     walking its tiles M first and N first, and swizzled by 4. Checked
-    against float64 per group."""
+    against float64 per group. The token split (both kernels, each group
+    on one, chosen on the device) has its own tests below."""
 
     _KERNEL = "Tf32RegisterAMainloop"
 
@@ -1565,7 +1595,8 @@ class TestTf32MnBDirect(HopperTestCase):
                 self.skipTest("the profiler recorded no kernel")
             self.assertEqual(len(gemms), 1, gemms)
             return gemms[0]
-        small, large = [64, 0, 192], [200, 0, 280]
+        # (Means of 64 to 128 rows split by default: test_token_split_*.)
+        small, large = [40, 0, 80], [200, 0, 280]
         self.assertEqual(gemm(small, "auto"), gemm(small, "medium"))
         self.assertEqual(gemm(large, "auto"), gemm(large, "large_solo"))
         self.assertNotEqual(gemm(large, "auto"), gemm(small, "auto"))
@@ -1606,6 +1637,119 @@ class TestTf32MnBDirect(HopperTestCase):
         gemms = [(name, ctas) for name, ctas in grids if self._KERNEL in name]
         self.assertEqual(len(gemms), 1, grids)
         self.assertLessEqual(gemms[0][1], sms - 9, gemms)
+
+    def _split(self, setting, tile="auto", waves="auto"):
+        return _sm90_env(OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=setting,
+                         OVERLAP_OPS_SM90_TF32_MN_B="direct",
+                         OVERLAP_OPS_SM90_TILE=tile,
+                         OVERLAP_OPS_SM90_LAUNCH_WAVES=waves)
+
+    def test_token_split_matches_reference_and_runs_both_kernels(
+            self, device):
+        # Groups on both sides of the 128-token tile and at its edges (0,
+        # 1, 127, 128, 129, 255, 256, 257), a bias, rows past offs[-1], K
+        # and N not multiples of the tiles; 96 rows per group on average,
+        # so the default splits. With and without a carveout.
+        sizes = [0, 1, 127, 128, 129, 255, 256, 257, 7, 0, 3, 0, 6, 0]
+        self.assertEqual(sum(sizes) // len(sizes), 101)
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes) + 11, 72, device=device, dtype=torch.float32)
+        b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
+        bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
+        for carveout in (None, 9):
+            torch._C._set_sm_carveout_experimental(carveout)
+            try:
+                for setting in ("auto", "on", "off"):
+                    with self._split(setting), _allow_tf32(True):
+                        self._run_and_check(a, b, offs, bias)
+                        self._run_and_check(a, b, offs)
+            finally:
+                torch._C._set_sm_carveout_experimental(None)
+        # Last (the profiler records nothing under compute-sanitizer, and
+        # this skips): the split runs the 128-token kernel (what
+        # OVERLAP_OPS_SM90_TILE=medium pins), then the 256-token one
+        # (large_solo), each within SMs - 9; off runs the first alone.
+        def gemms(setting, tile="auto"):
+            with self._split(setting, tile), _allow_tf32(True):
+                grids = _launched_grids(
+                    lambda: _grouped_mm(a, b, offs, bias), carveout=9)
+            found = [(name, ctas) for name, ctas in grids
+                     if self._KERNEL in name]
+            if not found:
+                self.skipTest("the profiler recorded no kernel")
+            return found
+        narrow = gemms("off", "medium")
+        wide = gemms("off", "large_solo")
+        split = gemms("auto")
+        self.assertEqual([name for name, _ in split],
+                         [narrow[0][0], wide[0][0]], split)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        self.assertTrue(all(ctas <= sms - 9 for _, ctas in split), split)
+        self.assertEqual([name for name, _ in gemms("off")],
+                         [narrow[0][0]])
+
+    def test_token_split_on_and_off_pinned(self, device):
+        # on splits a call whose mean takes the 256-token tile (groups of
+        # 40 to 700 rows); off keeps the 128-token tile alone on a mean of
+        # 80. Correct either way.
+        for setting, sizes in (("on", [700, 40, 0, 129, 128, 300]),
+                               ("off", [80, 0, 160, 80])):
+            offs = make_offsets(sizes, device)
+            a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
+            b = _randn(len(sizes), 64, 136, device=device,
+                       dtype=torch.float32)
+            with self._split(setting), _allow_tf32(True):
+                self._run_and_check(a, b, offs)
+                names = self._names(a, b, offs, None)
+            gemms = [name for name in _sm90_gemm_names(names)
+                     if self._KERNEL in name]
+            if not names:
+                continue  # under compute-sanitizer
+            self.assertEqual(len(gemms), 2 if setting == "on" else 1, names)
+
+    def test_token_split_refuses_a_pinned_tile_or_windows(self, device):
+        sizes = [100, 0, 150]
+        offs = make_offsets(sizes, device)
+        a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
+        b = _randn(len(sizes), 64, 128, device=device, dtype=torch.float32)
+        with self._split("on", tile="medium"), _allow_tf32(True):
+            with self.assertRaisesRegex(
+                    RuntimeError,
+                    "TOKEN_SPLIT=on runs the 128- and 256-token kernels; "
+                    "it cannot be combined with OVERLAP_OPS_SM90_TILE="
+                    "medium"):
+                _grouped_mm(a, b, offs)
+        with self._split("auto", waves="2"), _allow_tf32(True):
+            with self.assertRaisesRegex(RuntimeError, "token split"):
+                _grouped_mm(a, b, offs)
+        with self._split("sometimes"), _allow_tf32(True):
+            with self.assertRaisesRegex(
+                    RuntimeError, "OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT must be "
+                    "one of auto, on, off; got 'sometimes'"):
+                _grouped_mm(a, b, offs)
+
+    def test_token_split_graph_replay_moves_groups_across_the_split(
+            self, device):
+        # Which kernel runs a group is decided on the device, at every
+        # replay: offsets overwritten in place move groups from one side
+        # of 128 rows to the other (and one group to empty).
+        replays = ([120, 0, 140, 60, 128, 0], [129, 250, 0, 2, 60, 7],
+                   [0, 448, 0, 0, 0, 0])
+        offs = make_offsets(replays[0], device)
+        a = _randn(448, 64, device=device, dtype=torch.float32)
+        b = _randn(6, 64, 136, device=device, dtype=torch.float32)
+        bias = _randn(6, 136, device=device, dtype=torch.float32)
+        with self._split("auto"), _allow_tf32(True):
+            graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs, bias))
+        for sizes in replays:
+            offs.copy_(make_offsets(sizes, device))
+            a.copy_(torch.randn_like(a))
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_matches_reference(
+                self, out, reference_grouped_mm(a, b, offs, bias), 2, 3,
+                offs, tolerance(torch.float32, self.device_type))
 
     def test_copy_never_reads_directly(self, device):
         # =copy keeps the route of GroupedMMTf32Route.h (a K-major copy of

@@ -284,7 +284,7 @@ for stage in "$@"; do
         OVERLAP_OPS_SM90_TF32_MN_B=${mn_b:-auto} \
         OVERLAP_OPS_GROUPED_MM_BACKEND=$backend OVERLAP_OPS_SM90_TILE=$tile \
           timeout 150 compute-sanitizer --tool memcheck --report-api-errors no \
-          --error-exitcode 3 python3 -m pytest -q \
+          --error-exitcode 3 python3 -m pytest -q -rs \
           ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py} \
           -k "CUDA and ${SANITIZE_K:-not nothing}" > "$log" 2>&1
         echo "rc=$?"; grep -E "passed|failed|ERROR SUMMARY" "$log" | tail -3

@@ -60,6 +60,13 @@ bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
   return at::native::grouped_mm::tf32_mn_b_narrow_wins(rows, groups);
 }
 
+// Whether the call splits its groups between the 128- and 256-token
+// kernels on the device (tf32_mn_b_token_split_wins).
+bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
+  check_rows_and_groups(rows, groups);
+  return at::native::grouped_mm::tf32_mn_b_token_split_wins(rows, groups);
+}
+
 // Whether its 256-token tiles run on 2-CTA clusters by default
 // (tf32_mn_b_cluster_wins).
 bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups) {
@@ -98,6 +105,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::tf32_mn_b_direct_wins);
   m.def("_tf32_mn_b_narrow_wins(int rows, int groups) -> bool",
         &overlap_ops::tf32_mn_b_narrow_wins);
+  m.def("_tf32_mn_b_token_split_wins(int rows, int groups) -> bool",
+        &overlap_ops::tf32_mn_b_token_split_wins);
   m.def("_sm90_tf32_mn_b_cluster(int rows, int groups) -> bool",
         &overlap_ops::sm90_tf32_mn_b_cluster);
   m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",

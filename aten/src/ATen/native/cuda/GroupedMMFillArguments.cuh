@@ -109,6 +109,9 @@ __device__ void zero_group_output(
 // What the fill writes besides the arguments (decided on the host,
 // fill_writes_k0_groups in GroupedMMKernels.h).
 struct FillOutputs {
+  // The output past the last group's zeros; false where an earlier fill
+  // of the same call wrote them (a token split's second launch).
+  bool zero_tail;
   bool zero_k0_groups;  // the k = 0 groups' zeros (or bias rows)
   bool vector_stores;   // output_takes_vector_stores
   // When the GEMM's epilogue adds the bias (bias_fused), k = 0 groups,
@@ -174,7 +177,9 @@ __global__ void fill_group_arguments(
        g < geo.num_groups; g += step) {
     write(g, group_problem(geo, offs, g));
   }
-  zero_past_last_group(geo, out, offs);
+  if (extra.zero_tail) {
+    zero_past_last_group(geo, out, offs);
+  }
   if (extra.zero_k0_groups) {
     using Out = std::remove_pointer_t<decltype(Writer::d)>;
     for_each_group_where<kFillThreads>(
@@ -198,10 +203,13 @@ __global__ void fill_group_arguments(
 // Enqueues the fill (and the zeros it writes) on the current stream.
 // Returns false if the launch failed; raising is left to the host-compiled
 // caller. Writer::d points at the output, so its element type
-// gives the zeroing's store unit at compile time.
+// gives the zeroing's store unit at compile time. write_output: false
+// where an earlier fill of the same call wrote the tail and the k = 0
+// groups; this one then writes arguments only.
 template <typename Writer>
 bool launch_fill_group_arguments(
-    const LaunchArgs& args, const Writer& write, bool bias_fused = false) {
+    const LaunchArgs& args, const Writer& write, bool bias_fused = false,
+    bool write_output = true) {
   using Out = std::remove_pointer_t<decltype(Writer::d)>;
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4,
                 "tensor-core outputs are bf16, fp16 or fp32");
@@ -213,7 +221,8 @@ bool launch_fill_group_arguments(
       static_cast<int>(std::max<int64_t>(1, args.sm_limit));
   auto* out = static_cast<Unit*>(args.out.mutable_data_ptr());
   const FillOutputs extra{
-      fill_writes_k0_groups(args, bias_fused),
+      write_output,
+      write_output && fill_writes_k0_groups(args, bias_fused),
       output_takes_vector_stores(args),
       bias_fused && args.bias.defined() ? args.bias.const_data_ptr<float>()
                                         : nullptr};

@@ -256,9 +256,16 @@ struct Sm90ArgumentWriter {
   DeviceArguments<G> out;
   const float* bias = nullptr;  // (G, N) float32, or nullptr
   int64_t bias_row_stride = 0;  // N
+  // TileChoice::split_rows and split_past: groups on the other side of
+  // the split are written as empty problems, which this launch skips.
+  int64_t split_rows = 0;
+  bool split_past = false;
 
   __device__ void operator()(int64_t g, const Group& p) const {
-    const int rows = skipped_by_gemm(p) ? 0 : static_cast<int>(p.m);
+    const bool other_side =
+        split_rows > 0 && (p.m > split_rows) != split_past;
+    const int rows =
+        skipped_by_gemm(p) || other_side ? 0 : static_cast<int>(p.m);
     if constexpr (G::kSwapAB) {
       // D^T = B^T A^T: the GEMM's A is this group's B and its rows are
       // D's columns.
@@ -609,9 +616,14 @@ const char* run_grouped_gemm(
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  const Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, fused_bias, args.geo.n};
-  // The epilogue adds the bias; the fill writes it into k = 0 groups.
-  if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue)) {
+  Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, fused_bias, args.geo.n};
+  writer.split_rows = choice.split_rows;
+  writer.split_past = choice.split_past;
+  // The epilogue adds the bias; the fill writes it into k = 0 groups (the
+  // first launch's fill only, under a token split).
+  const bool fill_writes_output = choice.split_rows == 0 || !choice.split_past;
+  if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue,
+                                   fill_writes_output)) {
     return "launching the argument-filling kernel failed";
   }
   // Stream-ordered, so a captured graph resets it on every replay.

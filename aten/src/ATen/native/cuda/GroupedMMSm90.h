@@ -94,6 +94,14 @@ struct TileChoice {
   // K-major large_solo with the short K tile; other calls raise while it
   // is set.
   int launch_waves = 0;
+  // The TF32 direct read's token split (tf32_mn_b_token_split_wins,
+  // GroupedMMTf32Route.h): this launch runs only the groups of at most
+  // split_rows rows, or with split_past only the larger ones; the fill
+  // writes the others as empty problems, so the launch skips them. The
+  // split_past launch comes second and leaves the output's tail and k = 0
+  // groups to the first launch's fill. 0: every group.
+  int64_t split_rows = 0;
+  bool split_past = false;
 };
 
 // Launches D = A @ B for every group. A is row-major (K contiguous) when
@@ -110,7 +118,9 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
 // (GroupedMMSm90Tf32MnB.cuh; the route: GroupedMMTf32Route.h). D is
 // row-major. The tile choice's config is ignored: 128 weight rows x 256
 // tokens; x 128 tokens (_narrow, the default for small groups); or 256 on
-// 2-CTA clusters (_cluster, an experiment).
+// 2-CTA clusters (_cluster, the default from 1024 to 2047 rows per group).
+// A token split runs _narrow, then the 256-token kernel, each with its
+// side of TileChoice::split_rows.
 const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
                                TileChoice choice);
 const char* run_sm90_tf32_mn_b_narrow(const LaunchArgs& args,

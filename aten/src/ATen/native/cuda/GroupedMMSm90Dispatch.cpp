@@ -275,20 +275,50 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 }
 
 // The direct read of N-major TF32 weights: 128-token tiles for small
-// groups (tf32_mn_b_narrow_wins), 256-token tiles on 2-CTA clusters from
+// groups (tf32_mn_b_narrow_wins), from 64 rows per group on average split
+// per group between the 128- and 256-token kernels (a token split,
+// tf32_mn_b_token_split_wins), 256-token tiles on 2-CTA clusters from
 // 1024 to 2047 rows per group (sm90::tf32_mn_b_cluster_wins), else
 // 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
 // the token tile where it names one: medium 128, large_solo 256, large
 // 256 on clusters; small and wide leave it to the rules. windows_pinned:
 // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
 // clusters, so the rules' clusters give way to the plain 256-token tile.
-enum class MnBTile { kNarrow, kWide, kCluster };
+// split_pinned: OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT (pinned_token_split).
+enum class MnBTile { kNarrow, kSplit, kWide, kCluster };
 
-MnBTile tf32_mn_b_tile(const Geometry& geo, bool windows_pinned) {
+// OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on|off pins the token split for A/B
+// runs: on splits every direct-read call, whatever its mean group size;
+// off never splits. nullopt when unset or auto. Read for every TF32 call,
+// so a bad value raises on any of them.
+std::optional<bool> pinned_token_split() {
+  switch (env_choice("OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT", {"on", "off"})) {
+    case 1:
+      return true;
+    case 2:
+      return false;
+    default:
+      return std::nullopt;
+  }
+}
+
+MnBTile tf32_mn_b_tile(const Geometry& geo, bool windows_pinned,
+                       std::optional<bool> split_pinned) {
   std::optional<sm90::TileConfig> pinned = requested_tile_config();
   if (pinned == sm90::TileConfig::kSmall ||
       pinned == sm90::TileConfig::kWide) {
     pinned.reset();
+  }
+  // A split runs two token tiles, so it cannot honour a pinned one.
+  TORCH_CHECK(!(pinned && split_pinned.value_or(false)),
+              "OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on runs the 128- and "
+              "256-token kernels; it cannot be combined with "
+              "OVERLAP_OPS_SM90_TILE=", sm90::tile_config_name(*pinned),
+              ", which pins one of them");
+  if (!pinned &&
+      split_pinned.value_or(
+          tf32_mn_b_token_split_wins(geo.extent, geo.num_groups))) {
+    return MnBTile::kSplit;
   }
   if (pinned ? *pinned == sm90::TileConfig::kMedium
              : tf32_mn_b_narrow_wins(geo.extent, geo.num_groups)) {
@@ -312,8 +342,11 @@ int tf32_launch_waves(const LaunchArgs& args,
                       const sm90::TileChoice& choice,
                       std::optional<int> pinned,
                       std::optional<MnBTile> mn_b_tile, bool reaches_sm90) {
+  // A token split runs the 128-token kernel too, where no windows are
+  // built.
   const sm90::Tf32WindowQuery query{
-      mn_b_tile.has_value(), mn_b_tile == MnBTile::kNarrow,
+      mn_b_tile.has_value(),
+      mn_b_tile == MnBTile::kNarrow || mn_b_tile == MnBTile::kSplit,
       mn_b_tile == MnBTile::kCluster, choice.config, choice.tf32_short_k,
       host_group_m(args.geo)};
   if (!pinned) {
@@ -331,9 +364,17 @@ int tf32_launch_waves(const LaunchArgs& args,
     reason = "the SM80 or generic kernels";
   } else if (!sm90::tf32_windows_built(query)) {
     if (mn_b_tile) {
-      reason = *mn_b_tile == MnBTile::kNarrow
-          ? "the direct read's 128-token tiles"
-          : "the direct read's 2-CTA clusters";
+      switch (*mn_b_tile) {
+        case MnBTile::kNarrow:
+          reason = "the direct read's 128-token tiles";
+          break;
+        case MnBTile::kSplit:
+          reason = "the direct read's token split (128- and 256-token "
+                   "tiles)";
+          break;
+        default:
+          reason = "the direct read's 2-CTA clusters";
+      }
     } else {
       reason = choice.config != sm90::TileConfig::kLargeSolo
           ? "another tile config"
@@ -344,18 +385,6 @@ int tf32_launch_waves(const LaunchArgs& args,
               "runs ", reason, " (config ",
               sm90::tile_config_name(choice.config), ")");
   return *pinned;
-}
-
-const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
-                          sm90::TileChoice choice, MnBTile tile) {
-  switch (tile) {
-    case MnBTile::kNarrow:
-      return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
-    case MnBTile::kCluster:
-      return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
-    default:
-      return sm90::run_sm90_tf32_mn_b(args, ld, choice);
-  }
 }
 
 // OVERLAP_OPS_SM90_RASTER=m|n, read with the other switches before any
@@ -386,6 +415,43 @@ sm90::RasterOrder pick_raster_order(
     return sm90::swapped_raster_order_for(*swapped == MnBTile::kNarrow);
   }
   return sm90::raster_order_for(host_group_m(geo), geo.n);
+}
+
+// A token split: the groups that fit one 128-token tile, then the larger
+// ones on the 256-token kernel (each launch's fill writes the other
+// side's groups as empty problems). Both kernels take the same operands,
+// so the second is not expected to refuse once the first has launched.
+const char* run_tf32_mn_b_split(const LaunchArgs& args,
+                                const sm90::LeadingDims& ld,
+                                sm90::TileChoice choice,
+                                std::optional<sm90::RasterOrder> raster) {
+  choice.split_rows = kMnBNarrowTokens;
+  choice.split_past = false;
+  choice.raster = pick_raster_order(args.geo, MnBTile::kNarrow, raster);
+  if (const char* error = sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice)) {
+    return error;
+  }
+  choice.split_past = true;
+  choice.raster = pick_raster_order(args.geo, MnBTile::kWide, raster);
+  return sm90::run_sm90_tf32_mn_b(args, ld, choice);
+}
+
+// raster: OVERLAP_OPS_SM90_RASTER's value (requested_raster_order).
+const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
+                          sm90::TileChoice choice, MnBTile tile,
+                          std::optional<sm90::RasterOrder> raster) {
+  if (tile == MnBTile::kSplit) {
+    return run_tf32_mn_b_split(args, ld, choice, raster);
+  }
+  choice.raster = pick_raster_order(args.geo, tile, raster);
+  switch (tile) {
+    case MnBTile::kNarrow:
+      return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
+    case MnBTile::kCluster:
+      return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
+    default:
+      return sm90::run_sm90_tf32_mn_b(args, ld, choice);
+  }
 }
 
 template <typename In, typename Out>
@@ -479,6 +545,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   // must also be aligned for TMA as it is; otherwise the copy route (which
   // makes an aligned K-major copy) or the SM80 kernels take the call.
   const MnBMode mn_b_mode = tf32 ? tf32_mn_b_mode() : MnBMode::kCopy;
+  const std::optional<bool> split_pinned =
+      tf32 ? pinned_token_split() : std::nullopt;
   const bool mn_b_direct = tf32 &&
       tf32_mn_b_direct_chosen(mn_b_mode, args.geo) &&
       args.geo.grouped == GroupedDim::kRows &&
@@ -487,7 +555,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
               kTmaAlignBytes / static_cast<int64_t>(sizeof(float)));
   const std::optional<MnBTile> mn_b_tile = mn_b_direct
       ? std::optional(tf32_mn_b_tile(
-            args.geo, launch_waves_pinned.value_or(0) > 0))
+            args.geo, launch_waves_pinned.value_or(0) > 0, split_pinned))
       : std::nullopt;
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = mn_b_direct
@@ -524,10 +592,13 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const sm90::LeadingDims ld{leading_dim(ops.sa, ops.a_major),
                              leading_dim(ops.sb, ops.b_major),
                              args.geo.d.row};
-  choice.raster = pick_raster_order(args.geo, mn_b_tile, pinned_raster);
-  const char* error = mn_b_tile
-      ? run_tf32_mn_b(args, ld, choice, *mn_b_tile)
-      : run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
+  const char* error = nullptr;
+  if (mn_b_tile) {
+    error = run_tf32_mn_b(args, ld, choice, *mn_b_tile, pinned_raster);
+  } else {
+    choice.raster = pick_raster_order(args.geo, std::nullopt, pinned_raster);
+    error = run_for_dtypes(args, ld, ops.a_major, ops.b_major, choice);
+  }
   TORCH_CHECK(error == nullptr, "grouped_mm: SM90 kernel: ", error);
   // Otherwise nothing to finish: the epilogue added the bias, the fill
   // wrote the k = 0 groups and the tail.

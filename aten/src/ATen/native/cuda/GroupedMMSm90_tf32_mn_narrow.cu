@@ -2,8 +2,13 @@
 // (Tf32MnBNarrowTileConfig, an experiment): its own file so it compiles in
 // parallel with the other instantiations.
 #include <ATen/native/cuda/GroupedMMSm90Tf32MnB.cuh>
+#include <ATen/native/cuda/GroupedMMTf32Route.h>
 
 namespace at::native::grouped_mm::sm90 {
+
+// A token split sends a group here when it fits one token tile.
+static_assert(cute::size<1>(Tf32MnBNarrowTileConfig::TileShape{}) ==
+              kMnBNarrowTokens);
 
 const char* run_sm90_tf32_mn_b_narrow(const LaunchArgs& args,
                                       const LeadingDims& ld,

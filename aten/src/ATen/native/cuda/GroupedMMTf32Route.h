@@ -105,4 +105,24 @@ inline bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
   return groups > 0 && rows <= kMnBNarrowMaxRowsPerGroup * groups;
 }
 
+// Where the 128-token tile wins on the mean, single groups can still hold
+// more rows than it: grin_moe sparse has a mean of 128 but live groups of
+// 170, where the 256-token tile took 0.75x the time (results/NOTES.md,
+// "TF32 fwd: the swapped kernel's walk"). The host cannot see the sizes
+// without a sync, so from this many rows per group on average the call
+// runs both kernels (a token split): groups of at most 128 rows on the
+// 128-token tile, larger ones on the 256-token tile, each group on one of
+// the two, decided on the device by the fill. Two launches cost a few us
+// more where every group fits the narrow tile. Below this mean (qwen3_
+// decode: 8) a group past 128 rows is rare, so the call keeps one launch.
+constexpr int64_t kMnBTokenSplitMinRowsPerGroup = 64;
+// The narrow kernel's token tile (Tf32MnBNarrowTileConfig): a token split
+// runs the groups of at most this many rows on it.
+constexpr int64_t kMnBNarrowTokens = 128;
+
+inline bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
+  return tf32_mn_b_narrow_wins(rows, groups) &&
+      rows >= kMnBTokenSplitMinRowsPerGroup * groups;
+}
+
 }  // namespace at::native::grouped_mm
