@@ -275,7 +275,7 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 }
 
 // The direct read of N-major TF32 weights: 128-token tiles for small
-// groups (tf32_mn_b_narrow_wins), from 64 rows per group on average split
+// groups (tf32_mn_b_narrow_wins), past 96 rows per group on average split
 // per group between the 128- and 256-token kernels (a token split,
 // tf32_mn_b_token_split_wins), 256-token tiles on 2-CTA clusters from
 // 1024 to 2047 rows per group (sm90::tf32_mn_b_cluster_wins), else
@@ -369,8 +369,8 @@ int tf32_launch_waves(const LaunchArgs& args,
           reason = "the direct read's 128-token tiles";
           break;
         case MnBTile::kSplit:
-          reason = "the direct read's token split (128- and 256-token "
-                   "tiles)";
+          reason = "the direct read's token split (128-token tiles, "
+                   "then 256-token tiles)";
           break;
         default:
           reason = "the direct read's 2-CTA clusters";

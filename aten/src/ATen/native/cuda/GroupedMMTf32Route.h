@@ -107,22 +107,26 @@ inline bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
 
 // Where the 128-token tile wins on the mean, single groups can still hold
 // more rows than it: grin_moe sparse has a mean of 128 but live groups of
-// 170, where the 256-token tile took 0.75x the time (results/NOTES.md,
-// "TF32 fwd: the swapped kernel's walk"). The host cannot see the sizes
-// without a sync, so from this many rows per group on average the call
-// runs both kernels (a token split): groups of at most 128 rows on the
-// 128-token tile, larger ones on the 256-token tile, each group on one of
-// the two, decided on the device by the fill. Two launches cost a few us
-// more where every group fits the narrow tile. Below this mean (qwen3_
-// decode: 8) a group past 128 rows is rare, so the call keeps one launch.
-constexpr int64_t kMnBTokenSplitMinRowsPerGroup = 64;
-// The narrow kernel's token tile (Tf32MnBNarrowTileConfig): a token split
-// runs the groups of at most this many rows on it.
-constexpr int64_t kMnBNarrowTokens = 128;
+// 170, where the 256-token tile takes 0.80x the time. The host cannot see
+// the sizes without a sync, so past this many rows per group on average
+// the call runs both kernels (a token split): groups of at most 128 rows
+// on the 128-token tile, larger ones on the 256-token tile, each group on
+// one of the two, decided on the device by the fill. Measured against the
+// 128-token tile alone, same rounds (results/tf32/2026-12-03d-split):
+// grin_moe sparse 0.80, balanced 1.02, skewed 1.02 (its large groups gain
+// less than a second launch and its partial last wave cost);
+// deepseek_v3_decode (mean 64) 1.00 / 1.03 / 1.01, so not there. Past 96
+// rows per group on average, a call with a quarter of its groups empty
+// has its live groups past 128 rows, the case the split wins.
+constexpr int64_t kMnBTokenSplitMinRowsPerGroup = 96;
 
 inline bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
   return tf32_mn_b_narrow_wins(rows, groups) &&
-      rows >= kMnBTokenSplitMinRowsPerGroup * groups;
+      rows > kMnBTokenSplitMinRowsPerGroup * groups;
 }
+
+// The narrow kernel's token tile (Tf32MnBNarrowTileConfig): a token split
+// runs the groups of at most this many rows on it.
+constexpr int64_t kMnBNarrowTokens = 128;
 
 }  // namespace at::native::grouped_mm
