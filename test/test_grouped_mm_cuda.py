@@ -1472,7 +1472,8 @@ class TestTf32MnBDirect(HopperTestCase):
     OVERLAP_OPS_SM90_TF32_MN_B=direct (pinned here), never with =copy.
     Each test runs its three kernels, pinned by OVERLAP_OPS_SM90_TILE: the
     256-token tile (large_solo), the 128-token tile (medium, the default up
-    to 128 rows per group) and 2-CTA clusters (large, an experiment), each
+    to 96 rows per group) and 2-CTA clusters (large, the default from 1024
+    to 2047), each
     walking its tiles M first and N first, and swizzled by 4. Checked
     against float64 per group. The token split (both kernels, each group
     on one, chosen on the device) has its own tests below."""
@@ -1582,9 +1583,9 @@ class TestTf32MnBDirect(HopperTestCase):
                                           a_transposed=True))
 
     def test_token_tile_follows_the_mean_group_size(self, device):
-        # Up to 128 rows per group on average the default is the 128-token
-        # kernel, the one OVERLAP_OPS_SM90_TILE=medium pins; beyond, the
-        # 256-token one (large_solo).
+        # Up to 96 rows per group on average the default is the 128-token
+        # kernel, the one OVERLAP_OPS_SM90_TILE=medium pins; past 128, the
+        # 256-token one (large_solo); between, both (a token split).
         def gemm(sizes, tile):
             offs = make_offsets(sizes, device)
             a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
@@ -1596,7 +1597,7 @@ class TestTf32MnBDirect(HopperTestCase):
                 self.skipTest("the profiler recorded no kernel")
             self.assertEqual(len(gemms), 1, gemms)
             return gemms[0]
-        # (Means of 64 to 128 rows split by default: test_token_split_*.)
+        # (Means past 96 rows split by default: test_token_split_*.)
         small, large = [40, 0, 80], [200, 0, 280]
         self.assertEqual(gemm(small, "auto"), gemm(small, "medium"))
         self.assertEqual(gemm(large, "auto"), gemm(large, "large_solo"))
@@ -1669,7 +1670,7 @@ class TestTf32MnBDirect(HopperTestCase):
                 torch._C._set_sm_carveout_experimental(None)
         # Last (the profiler records nothing under compute-sanitizer, and
         # this skips): the split runs the 128-token kernel (what
-        # OVERLAP_OPS_SM90_TILE=medium pins), then the 256-token one
+        # OVERLAP_OPS_SM90_TILE=medium pins) and the 256-token one
         # (large_solo), each within SMs - 9; off runs the first alone.
         def gemms(setting, tile="auto"):
             with self._split(setting, tile), _allow_tf32(True):
@@ -1692,22 +1693,27 @@ class TestTf32MnBDirect(HopperTestCase):
                          [narrow[0][0]])
 
     def test_token_split_on_and_off_pinned(self, device):
-        # on splits a call whose mean takes the 256-token tile (groups of
-        # 40 to 700 rows); off keeps the 128-token tile alone on a mean of
-        # 80. Correct either way.
+        # on splits a call whose mean takes the 256-token tile (216 rows
+        # per group); off keeps the 128-token tile alone where the default
+        # splits (100). Both checked against the reference first, so
+        # memcheck runs them too.
+        calls = []
         for setting, sizes in (("on", [700, 40, 0, 129, 128, 300]),
-                               ("off", [80, 0, 160, 80])):
+                               ("off", [100, 0, 200])):
             offs = make_offsets(sizes, device)
             a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
             b = _randn(len(sizes), 64, 136, device=device,
                        dtype=torch.float32)
             with self._split(setting), _allow_tf32(True):
                 self._run_and_check(a, b, offs)
+            calls.append((setting, a, b, offs))
+        # Last: under compute-sanitizer the profiler records nothing and
+        # this skips.
+        for setting, a, b, offs in calls:
+            with self._split(setting), _allow_tf32(True):
                 names = self._names(a, b, offs, None)
             gemms = [name for name in _sm90_gemm_names(names)
                      if self._KERNEL in name]
-            if not names:
-                continue  # under compute-sanitizer
             self.assertEqual(len(gemms), 2 if setting == "on" else 1, names)
 
     def test_token_split_refuses_a_pinned_tile_or_windows(self, device):
@@ -1726,6 +1732,13 @@ class TestTf32MnBDirect(HopperTestCase):
             with self._split(setting, waves="2"), _allow_tf32(True):
                 with self.assertRaisesRegex(RuntimeError, "token split"):
                     _grouped_mm(a, b, offs)
+        # on where the direct read does not run (the copy route pinned).
+        with _sm90_env(OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT="on",
+                       OVERLAP_OPS_SM90_TF32_MN_B="copy"), _allow_tf32(True):
+            with self.assertRaisesRegex(
+                    RuntimeError, "TOKEN_SPLIT=on is built only for the "
+                    "direct read"):
+                _grouped_mm(a, b, offs)
         with self._split("sometimes"), _allow_tf32(True):
             with self.assertRaisesRegex(
                     RuntimeError, "OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT must be "

@@ -579,7 +579,8 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
 // Fills the per-group arguments from the offsets, then launches G. The
 // kernel is checked by can_implement before anything is launched, so a
 // refusal leaves the output untouched (an initialize or update failure,
-// after the filling kernel's launch, does not).
+// after the filling kernel's launch, does not; nor does a refusal of a
+// token split's second kernel, after the first has run).
 template <typename G>
 const char* run_grouped_gemm(
     const LaunchArgs& args, const LeadingDims& ld,

@@ -288,9 +288,10 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 enum class MnBTile { kNarrow, kSplit, kWide, kCluster };
 
 // OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on|off pins the token split for A/B
-// runs: on splits every direct-read call, whatever its mean group size;
-// off never splits. nullopt when unset or auto. Read for every TF32 call,
-// so a bad value raises on any of them.
+// runs: on splits every direct-read call, whatever its mean group size,
+// and raises on a TF32 call that takes another route; off never splits.
+// nullopt when unset or auto. Read for every TF32 call that reaches the
+// Hopper dispatcher, so a bad value raises on any of them.
 std::optional<bool> pinned_token_split() {
   switch (env_choice("OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT", {"on", "off"})) {
     case 1:
@@ -311,7 +312,7 @@ MnBTile tf32_mn_b_tile(const Geometry& geo, bool windows_pinned,
   }
   // A split runs two token tiles, so it cannot honour a pinned one.
   TORCH_CHECK(!(pinned && split_pinned.value_or(false)),
-              "OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on runs the 128- and "
+              "grouped_mm: OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on runs the 128- and "
               "256-token kernels; it cannot be combined with "
               "OVERLAP_OPS_SM90_TILE=", sm90::tile_config_name(*pinned),
               ", which pins one of them");
@@ -553,6 +554,14 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
       major_of(args.geo.b) == Major::kRow &&
       aligned(args.b, args.geo.b, Major::kRow,
               kTmaAlignBytes / static_cast<int64_t>(sizeof(float)));
+  // A pinned split on a call it cannot split raises rather than timing
+  // another kernel.
+  TORCH_CHECK(mn_b_direct || !split_pinned.value_or(false),
+              "grouped_mm: OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on is built "
+              "only for the direct read of row-major TF32 weights (rows "
+              "grouped, weights TMA can read as they are, "
+              "OVERLAP_OPS_SM90_TF32_MN_B not copy); this call takes "
+              "another route");
   const std::optional<MnBTile> mn_b_tile = mn_b_direct
       ? std::optional(tf32_mn_b_tile(
             args.geo, launch_waves_pinned.value_or(0) > 0, split_pinned))

@@ -36,7 +36,8 @@ using Tf32MnBTileConfig = HalfK<LargeSoloTileConfig>;
 // Half the token tile, for groups of at most 128 rows on average, where
 // the 256-token tile is mostly padding: the default there
 // (tf32_mn_b_narrow_wins; 0.72-0.93x the time of the route before it,
-// results/tf32/2026-12-01a-narrow), or pinned by
+// results/tf32/2026-12-01a-narrow; past 96 rows per group it runs the
+// groups of at most 128 rows of a token split), or pinned by
 // OVERLAP_OPS_SM90_TILE=medium. Cooperative like the 256-token tile (the
 // mainloop's TiledMma splits the 128 weight rows between two consumer
 // warp groups).
@@ -52,11 +53,12 @@ struct Tf32MnBNarrowTileConfig {
 // reads from L2. TF32 moves twice the bytes per FLOP of 16-bit, and
 // stock's per-group cuBLAS kernels (same 128x256x32 tile) run 1.1-1.3x
 // faster than ours on the large rows (results/NOTES.md, eleventh
-// session); a cluster is one difference to test. An experiment, run only
-// with OVERLAP_OPS_SM90_TILE=large: it did not win (0.99x the time of the
-// 256-token tile in geometric mean, results/tf32/2026-12-01a-narrow). A
-// group whose weight-row tile count is odd gets one idle CTA
-// (gpt_oss_120b_w13: 45 tiles).
+// session); a cluster is one difference to test. Over the whole suite it
+// did not win (0.99x the time of the 256-token tile in geometric mean,
+// results/tf32/2026-12-01a-narrow), but from 1024 to 2047 rows per group
+// it is the default (tf32_mn_b_cluster_wins, GroupedMMTileChoice.h);
+// OVERLAP_OPS_SM90_TILE=large pins it. A group whose weight-row tile
+// count is odd gets one idle CTA (gpt_oss_120b_w13: 45 tiles).
 using Tf32MnBClusterTileConfig = HalfK<LargeTileConfig>;
 
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both
