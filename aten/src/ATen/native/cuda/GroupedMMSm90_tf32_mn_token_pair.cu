@@ -1,0 +1,15 @@
+// TF32 with N-major weights read as they are, on 2-CTA clusters along the
+// tokens (Tf32MnBTokenPairTileConfig, an experiment): its own file so it
+// compiles in parallel with the other instantiations.
+#include <ATen/native/cuda/GroupedMMSm90Tf32MnB.cuh>
+
+namespace at::native::grouped_mm::sm90 {
+
+const char* run_sm90_tf32_mn_b_token_pair(const LaunchArgs& args,
+                                          const LeadingDims& ld,
+                                          TileChoice choice) {
+  return run_grouped_gemm<GroupedGemmTf32MnB<Tf32MnBTokenPairTileConfig>>(
+      args, ld, choice);
+}
+
+}  // namespace at::native::grouped_mm::sm90
