@@ -581,13 +581,21 @@ def _expects_relayout(call: str, device, dtype) -> bool:
     return call == "fwd_bias" or _expected_family(device, dtype) != "generic"
 
 
-def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
-    """launched_kernels(fn) with the SM carveout set to carveout."""
+@contextlib.contextmanager
+def _sm_carveout(carveout):
+    """The SM carveout set to carveout (None or 0: none) for a with block,
+    then none."""
     torch._C._set_sm_carveout_experimental(carveout or None)
     try:
-        return launched_kernels(fn)
+        yield
     finally:
         torch._C._set_sm_carveout_experimental(None)
+
+
+def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
+    """launched_kernels(fn) with the SM carveout set to carveout."""
+    with _sm_carveout(carveout):
+        return launched_kernels(fn)
 
 
 class TestKernelNameFragments(TestCase):
@@ -1620,12 +1628,9 @@ class TestTf32MnBDirect(HopperTestCase):
         b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
         bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
         for carveout in (None, 9):
-            torch._C._set_sm_carveout_experimental(carveout)
-            try:
+            with _sm_carveout(carveout):
                 with self._direct(), _allow_tf32(True):
                     self._run_and_check(a, b, offs, bias)
-            finally:
-                torch._C._set_sm_carveout_experimental(None)
         with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2",
                        OVERLAP_OPS_SM90_TF32_MN_B="direct",
                        OVERLAP_OPS_SM90_TILE="auto"), _allow_tf32(True):
@@ -1660,14 +1665,11 @@ class TestTf32MnBDirect(HopperTestCase):
         b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
         bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
         for carveout in (None, 9):
-            torch._C._set_sm_carveout_experimental(carveout)
-            try:
+            with _sm_carveout(carveout):
                 for setting in ("auto", "on", "off"):
                     with self._split(setting), _allow_tf32(True):
                         self._run_and_check(a, b, offs, bias)
                         self._run_and_check(a, b, offs)
-            finally:
-                torch._C._set_sm_carveout_experimental(None)
         # Last (the profiler records nothing under compute-sanitizer, and
         # this skips): the split runs the 128-token kernel (what
         # OVERLAP_OPS_SM90_TILE=medium pins) and the 256-token one
@@ -1787,13 +1789,10 @@ class TestTf32MnBDirect(HopperTestCase):
                              OVERLAP_OPS_SM90_TF32_MN_B="direct",
                              OVERLAP_OPS_SM90_TILE="auto")
         for carveout in (None, 9):
-            torch._C._set_sm_carveout_experimental(carveout)
-            try:
+            with _sm_carveout(carveout):
                 for along in ("tokens", "weights"):
                     with env(along), _allow_tf32(True):
                         self._run_and_check(a, b, offs, bias)
-            finally:
-                torch._C._set_sm_carveout_experimental(None)
         # Last (the profiler records nothing under compute-sanitizer, and
         # this skips): one GEMM kernel within SMs - 9, not the default's.
         sms = torch.cuda.get_device_properties(device).multi_processor_count

@@ -281,12 +281,11 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 // 1024 to 2047 rows per group (sm90::tf32_mn_b_cluster_wins), else
 // 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
 // the token tile where it names one: medium 128, large_solo 256, large
-// 256 on clusters; small and wide leave it to the rules. windows_pinned:
+// 256 on clusters; small and wide leave it to the rules. pins.windows:
 // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
 // clusters, so the rules' clusters give way to the plain 256-token tile.
-// split_pinned: OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT (pinned_token_split).
 // kTokenPair: the clusters along the tokens instead of the weight rows
-// (pinned_cluster_along, an experiment).
+// (pinned_cluster_along_tokens, an experiment).
 enum class MnBTile { kNarrow, kSplit, kWide, kCluster, kTokenPair };
 
 // OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on|off pins the token split for A/B
@@ -321,21 +320,27 @@ std::optional<bool> pinned_cluster_along_tokens() {
   }
 }
 
-MnBTile tf32_mn_b_tile(const Geometry& geo, bool windows_pinned,
-                       std::optional<bool> split_pinned) {
+// The switches pinned for the call that bear on the direct read's tile.
+struct MnBTilePins {
+  bool windows;  // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows
+  std::optional<bool> split;  // pinned_token_split
+  std::optional<bool> cluster_along_tokens;  // pinned_cluster_along_tokens
+};
+
+MnBTile tf32_mn_b_tile(const Geometry& geo, const MnBTilePins& pins) {
   std::optional<sm90::TileConfig> pinned = requested_tile_config();
   if (pinned == sm90::TileConfig::kSmall ||
       pinned == sm90::TileConfig::kWide) {
     pinned.reset();
   }
   // A split runs two token tiles, so it cannot honour a pinned one.
-  TORCH_CHECK(!(pinned && split_pinned.value_or(false)),
-              "grouped_mm: OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on runs the 128- and "
-              "256-token kernels; it cannot be combined with "
+  TORCH_CHECK(!(pinned && pins.split.value_or(false)),
+              "grouped_mm: OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on runs the "
+              "128- and 256-token kernels; it cannot be combined with "
               "OVERLAP_OPS_SM90_TILE=", sm90::tile_config_name(*pinned),
               ", which pins one of them");
   if (!pinned &&
-      split_pinned.value_or(
+      pins.split.value_or(
           tf32_mn_b_token_split_wins(geo.extent, geo.num_groups))) {
     return MnBTile::kSplit;
   }
@@ -345,9 +350,13 @@ MnBTile tf32_mn_b_tile(const Geometry& geo, bool windows_pinned,
   }
   const bool cluster = pinned
       ? *pinned == sm90::TileConfig::kLarge
-      : !windows_pinned &&
+      : !pins.windows &&
           sm90::tf32_mn_b_cluster_wins(geo.extent, geo.num_groups);
-  return cluster ? MnBTile::kCluster : MnBTile::kWide;
+  if (!cluster) {
+    return MnBTile::kWide;
+  }
+  return pins.cluster_along_tokens.value_or(false) ? MnBTile::kTokenPair
+                                                   : MnBTile::kCluster;
 }
 
 // TF32 windowed launches: built on the direct read's 256-token tiles and
@@ -585,20 +594,17 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
               "grouped, weights TMA can read as they are, "
               "OVERLAP_OPS_SM90_TF32_MN_B not copy); this call takes "
               "another route");
-  std::optional<MnBTile> mn_b_tile = mn_b_direct
+  const std::optional<MnBTile> mn_b_tile = mn_b_direct
       ? std::optional(tf32_mn_b_tile(
-            args.geo, launch_waves_pinned.value_or(0) > 0, split_pinned))
+            args.geo, {launch_waves_pinned.value_or(0) > 0, split_pinned,
+                       cluster_along_tokens}))
       : std::nullopt;
-  if (cluster_along_tokens) {
-    TORCH_CHECK(mn_b_tile == MnBTile::kCluster,
-                "grouped_mm: OVERLAP_OPS_SM90_TF32_CLUSTER is for TF32 calls "
-                "that run the direct read's 2-CTA clusters (1024 to 2047 "
-                "rows per group on average, or OVERLAP_OPS_SM90_TILE=large); "
-                "this call runs none");
-    if (*cluster_along_tokens) {
-      mn_b_tile = MnBTile::kTokenPair;
-    }
-  }
+  TORCH_CHECK(!cluster_along_tokens || mn_b_tile == MnBTile::kCluster ||
+                  mn_b_tile == MnBTile::kTokenPair,
+              "grouped_mm: OVERLAP_OPS_SM90_TF32_CLUSTER is for TF32 calls "
+              "that run the direct read's 2-CTA clusters (1024 to 2047 "
+              "rows per group on average, or OVERLAP_OPS_SM90_TILE=large); "
+              "this call runs none");
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = mn_b_direct
       ? std::optional(Major::kRow)
