@@ -1771,59 +1771,6 @@ class TestTf32MnBDirect(HopperTestCase):
                 self, out, reference_grouped_mm(a, b, offs, bias), 2, 3,
                 offs, tolerance(torch.float32, self.device_type))
 
-    def test_token_pair_clusters_match_reference(self, device):
-        # OVERLAP_OPS_SM90_TF32_CLUSTER=tokens (an experiment): the 2-CTA
-        # clusters pair two token tiles of one weight tile instead of two
-        # weight tiles of one token tile. Groups of 6, 5 and 7 token tiles
-        # (odd counts idle one CTA of a pair), an empty group, a bias, rows
-        # past offs[-1], N not a multiple of the weight tile; with and
-        # without a carveout of 9.
-        sizes = [1500, 0, 1201, 1777]
-        offs = make_offsets(sizes, device)
-        a = _randn(sum(sizes) + 9, 72, device=device, dtype=torch.float32)
-        b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
-        bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
-
-        def env(along):
-            return _sm90_env(OVERLAP_OPS_SM90_TF32_CLUSTER=along,
-                             OVERLAP_OPS_SM90_TF32_MN_B="direct",
-                             OVERLAP_OPS_SM90_TILE="auto")
-        for carveout in (None, 9):
-            with _sm_carveout(carveout):
-                for along in ("tokens", "weights"):
-                    with env(along), _allow_tf32(True):
-                        self._run_and_check(a, b, offs, bias)
-        # Last (the profiler records nothing under compute-sanitizer, and
-        # this skips): one GEMM kernel within SMs - 9, not the default's.
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        kernels = {}
-        for along in ("tokens", "weights"):
-            with env(along), _allow_tf32(True):
-                grids = _launched_grids(
-                    lambda: _grouped_mm(a, b, offs, bias), carveout=9)
-            gemms = [(name, ctas) for name, ctas in grids
-                     if self._KERNEL in name]
-            self.assertEqual(len(gemms), 1, grids)
-            self.assertLessEqual(gemms[0][1], sms - 9, gemms)
-            kernels[along] = gemms[0][0]
-        self.assertNotEqual(kernels["tokens"], kernels["weights"])
-
-    def test_cluster_switch_refuses_calls_without_clusters(self, device):
-        # 100 rows per group: the token split, no clusters.
-        sizes = [100, 0, 200]
-        offs = make_offsets(sizes, device)
-        a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
-        b = _randn(len(sizes), 64, 128, device=device, dtype=torch.float32)
-        for along in ("tokens", "weights"):
-            with _sm90_env(OVERLAP_OPS_SM90_TF32_CLUSTER=along,
-                           OVERLAP_OPS_SM90_TF32_MN_B="direct"), \
-                    _allow_tf32(True):
-                with self.assertRaisesRegex(
-                        RuntimeError, "OVERLAP_OPS_SM90_TF32_CLUSTER is for "
-                        "TF32 calls that run the direct read's 2-CTA "
-                        "clusters"):
-                    _grouped_mm(a, b, offs)
-
     def test_copy_never_reads_directly(self, device):
         # =copy keeps the route of GroupedMMTf32Route.h (a K-major copy of
         # the weights or the SM80 kernels) whatever the group sizes.

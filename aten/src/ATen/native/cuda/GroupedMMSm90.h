@@ -129,10 +129,5 @@ const char* run_sm90_tf32_mn_b_narrow(const LaunchArgs& args,
 const char* run_sm90_tf32_mn_b_cluster(const LaunchArgs& args,
                                        const LeadingDims& ld,
                                        TileChoice choice);
-// The 256-token tile on 2-CTA clusters along the tokens, sharing each
-// weight tile (an experiment: OVERLAP_OPS_SM90_TF32_CLUSTER=tokens).
-const char* run_sm90_tf32_mn_b_token_pair(const LaunchArgs& args,
-                                          const LeadingDims& ld,
-                                          TileChoice choice);
 
 }  // namespace at::native::grouped_mm::sm90

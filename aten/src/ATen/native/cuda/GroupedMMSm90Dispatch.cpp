@@ -284,9 +284,7 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 // 256 on clusters; small and wide leave it to the rules. pins.windows:
 // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
 // clusters, so the rules' clusters give way to the plain 256-token tile.
-// kTokenPair: the clusters along the tokens instead of the weight rows
-// (pinned_cluster_along_tokens, an experiment).
-enum class MnBTile { kNarrow, kSplit, kWide, kCluster, kTokenPair };
+enum class MnBTile { kNarrow, kSplit, kWide, kCluster };
 
 // OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on|off pins the token split for A/B
 // runs: on splits every direct-read call, whatever its mean group size,
@@ -304,27 +302,10 @@ std::optional<bool> pinned_token_split() {
   }
 }
 
-// OVERLAP_OPS_SM90_TF32_CLUSTER=weights|tokens: along which extent the
-// direct read's 2-CTA clusters pair their CTAs, for A/B runs: weights
-// (the default) shares each token tile between two weight-row tiles,
-// tokens shares each weight tile between two token tiles. Pinned, it
-// raises on a call that runs no clusters. nullopt when unset or auto.
-std::optional<bool> pinned_cluster_along_tokens() {
-  switch (env_choice("OVERLAP_OPS_SM90_TF32_CLUSTER", {"weights", "tokens"})) {
-    case 1:
-      return false;
-    case 2:
-      return true;
-    default:
-      return std::nullopt;
-  }
-}
-
 // The switches pinned for the call that bear on the direct read's tile.
 struct MnBTilePins {
   bool windows;  // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows
   std::optional<bool> split;  // pinned_token_split
-  std::optional<bool> cluster_along_tokens;  // pinned_cluster_along_tokens
 };
 
 MnBTile tf32_mn_b_tile(const Geometry& geo, const MnBTilePins& pins) {
@@ -352,11 +333,7 @@ MnBTile tf32_mn_b_tile(const Geometry& geo, const MnBTilePins& pins) {
       ? *pinned == sm90::TileConfig::kLarge
       : !pins.windows &&
           sm90::tf32_mn_b_cluster_wins(geo.extent, geo.num_groups);
-  if (!cluster) {
-    return MnBTile::kWide;
-  }
-  return pins.cluster_along_tokens.value_or(false) ? MnBTile::kTokenPair
-                                                   : MnBTile::kCluster;
+  return cluster ? MnBTile::kCluster : MnBTile::kWide;
 }
 
 // TF32 windowed launches: built on the direct read's 256-token tiles and
@@ -375,8 +352,7 @@ int tf32_launch_waves(const LaunchArgs& args,
   const sm90::Tf32WindowQuery query{
       mn_b_tile.has_value(),
       mn_b_tile == MnBTile::kNarrow || mn_b_tile == MnBTile::kSplit,
-      mn_b_tile == MnBTile::kCluster || mn_b_tile == MnBTile::kTokenPair,
-      choice.config, choice.tf32_short_k,
+      mn_b_tile == MnBTile::kCluster, choice.config, choice.tf32_short_k,
       host_group_m(args.geo)};
   if (!pinned) {
     // A pinned swizzle (an experiment) keeps its one launch: the windows
@@ -478,8 +454,6 @@ const char* run_tf32_mn_b(const LaunchArgs& args, const sm90::LeadingDims& ld,
       return sm90::run_sm90_tf32_mn_b_narrow(args, ld, choice);
     case MnBTile::kCluster:
       return sm90::run_sm90_tf32_mn_b_cluster(args, ld, choice);
-    case MnBTile::kTokenPair:
-      return sm90::run_sm90_tf32_mn_b_token_pair(args, ld, choice);
     default:
       return sm90::run_sm90_tf32_mn_b(args, ld, choice);
   }
@@ -578,8 +552,6 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
   const MnBMode mn_b_mode = tf32 ? tf32_mn_b_mode() : MnBMode::kCopy;
   const std::optional<bool> split_pinned =
       tf32 ? pinned_token_split() : std::nullopt;
-  const std::optional<bool> cluster_along_tokens =
-      tf32 ? pinned_cluster_along_tokens() : std::nullopt;
   const bool mn_b_direct = tf32 &&
       tf32_mn_b_direct_chosen(mn_b_mode, args.geo) &&
       args.geo.grouped == GroupedDim::kRows &&
@@ -596,15 +568,8 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
               "another route");
   const std::optional<MnBTile> mn_b_tile = mn_b_direct
       ? std::optional(tf32_mn_b_tile(
-            args.geo, {launch_waves_pinned.value_or(0) > 0, split_pinned,
-                       cluster_along_tokens}))
+            args.geo, {launch_waves_pinned.value_or(0) > 0, split_pinned}))
       : std::nullopt;
-  TORCH_CHECK(!cluster_along_tokens || mn_b_tile == MnBTile::kCluster ||
-                  mn_b_tile == MnBTile::kTokenPair,
-              "grouped_mm: OVERLAP_OPS_SM90_TF32_CLUSTER is for TF32 calls "
-              "that run the direct read's 2-CTA clusters (1024 to 2047 "
-              "rows per group on average, or OVERLAP_OPS_SM90_TILE=large); "
-              "this call runs none");
   const std::optional<Major> need_a = sm90_a_major(args.geo.grouped, tf32);
   const std::optional<Major> need_b = mn_b_direct
       ? std::optional(Major::kRow)

@@ -61,22 +61,6 @@ struct Tf32MnBNarrowTileConfig {
 // count is odd gets one idle CTA (gpt_oss_120b_w13: 45 tiles).
 using Tf32MnBClusterTileConfig = HalfK<LargeTileConfig>;
 
-// The same tile on 2-CTA clusters along the tokens instead: the two CTAs
-// share each weight tile (A'), the operand that dominates the DRAM bytes
-// of the rows behind stock (deepseek_v3_ep8_w13: 3.8 of a 5.2 GB minimum;
-// ours read 11.5-14.8 GB a call, results/tf32/2026-12-03c-probe), and a
-// pair of token tiles of one weight tile run in step. An experiment,
-// pinned by OVERLAP_OPS_SM90_TF32_CLUSTER=tokens where the call runs
-// clusters; not yet measured. A group whose token tile count is odd
-// gets one idle CTA.
-struct Tf32TokenPairTileConfig {
-  using TileShape = LargeSoloTileConfig::TileShape;
-  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
-  using KernelSchedule = LargeSoloTileConfig::KernelSchedule;
-  using EpilogueSchedule = LargeSoloTileConfig::EpilogueSchedule;
-};
-using Tf32MnBTokenPairTileConfig = HalfK<Tf32TokenPairTileConfig>;
-
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both
 // operands from shared memory) is never instantiated; it is given an SS
 // TiledMma only so that its shared-memory storage and checks are those of
