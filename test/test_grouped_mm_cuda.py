@@ -1094,14 +1094,14 @@ class TestHopperTf32Route(TestCase):
             narrow(-1, 2)
 
     @needs_extension
-    def test_token_split_from_97_to_1023_rows_per_group(self):
-        # GroupedMMTf32Route.h: past 96 rows per group on average the call
-        # splits its groups between the 128- and 256-token kernels on the
-        # device (grin_moe sparse: mean 128, live groups of 170, 0.80x the
-        # time; gpt_oss_120b_w13 skewed: mean 256, half its groups of at
-        # most 128 rows, 0.86x). Not at 64 (deepseek_v3_decode: 1.00-1.03x,
-        # no gain in any dist), nor from 1024, where the 2-CTA clusters
-        # (which a split does not run) are the default.
+    def test_token_split_past_96_rows_per_group(self):
+        # GroupedMMTf32Route.h: where the 128-token tile wins on the mean,
+        # past 96 rows per group on average the call splits its groups
+        # between the 128- and 256-token kernels on the device (grin_moe
+        # sparse: mean 128, live groups of 170; 0.80x the time). Never
+        # where the mean already takes the 256-token tile (256-1023 rows:
+        # balanced and sparse rows 1.01-1.04x), nor at 64
+        # (deepseek_v3_decode: 1.00-1.03x, no gain in any dist).
         def split(rows, groups):
             return torch.ops.overlap_ops._tf32_mn_b_token_split_wins(
                 rows, groups)
@@ -1109,20 +1109,16 @@ class TestHopperTf32Route(TestCase):
             ("qwen3_decode", 1024, 128): False,
             ("deepseek_v3_decode", 2048, 32): False,
             ("grin_moe", 1024, 8): True,
-            ("gpt_oss_120b_w13", 32768, 128): True,
-            ("qwen3_30b_a3b_w13", 65536, 128): True,
-            ("deepseek_v3_ep8_w13", 32768, 32): False,
+            ("gpt_oss_120b_w13", 32768, 128): False,
+            ("qwen3_30b_a3b_w13", 65536, 128): False,
             ("mixtral_8x7b_w2", 32768, 8): False,
         }
         for (name, total, groups), wins in rows.items():
             self.assertEqual(split(total, groups), wins, name)
         self.assertFalse(split(96 * 5, 5))
         self.assertTrue(split(96 * 5 + 1, 5))
-        self.assertTrue(split(1024 * 5 - 1, 5))
-        self.assertFalse(split(1024 * 5, 5))
-        self.assertEqual(
-            split(1024 * 5, 5),
-            not torch.ops.overlap_ops._sm90_tf32_mn_b_cluster(1024 * 5, 5))
+        self.assertTrue(split(128 * 5, 5))
+        self.assertFalse(split(128 * 5 + 1, 5))
         self.assertFalse(split(0, 3))
         with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
             split(10, 0)
@@ -1598,29 +1594,29 @@ class TestTf32MnBDirect(HopperTestCase):
 
     def test_token_tile_follows_the_mean_group_size(self, device):
         # Up to 96 rows per group on average the default is the 128-token
-        # kernel, the one OVERLAP_OPS_SM90_TILE=medium pins; from 1024 to
-        # 2047 the 256-token one on 2-CTA clusters (large); between, both
-        # the 128- and the 256-token kernel (large_solo; a token split).
-        def gemms(sizes, tile):
+        # kernel, the one OVERLAP_OPS_SM90_TILE=medium pins; past 128, the
+        # 256-token one (large_solo); between, both (a token split).
+        def gemm(sizes, tile):
             offs = make_offsets(sizes, device)
             a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
             b = _randn(len(sizes), 64, 128, device=device,
                        dtype=torch.float32)
             with self._direct(tile), _allow_tf32(True):
-                found = _sm90_gemm_names(self._names(a, b, offs, None))
-            if not found:  # under compute-sanitizer
+                gemms = _sm90_gemm_names(self._names(a, b, offs, None))
+            if not gemms:  # under compute-sanitizer
                 self.skipTest("the profiler recorded no kernel")
-            self.assertEqual(len(found), 1 if tile != "auto" else len(found))
-            return sorted(found)
-        small, split, clustered = [40, 0, 80], [200, 0, 280], [1500, 0, 1700]
-        self.assertEqual(gemms(small, "auto"), gemms(small, "medium"))
-        self.assertEqual(gemms(split, "auto"),
-                         sorted(gemms(split, "medium") +
-                                gemms(split, "large_solo")))
-        self.assertEqual(gemms(clustered, "auto"),
-                         gemms(clustered, "large"))
-        self.assertNotEqual(gemms(clustered, "auto"),
-                            gemms(clustered, "large_solo"))
+            self.assertEqual(len(gemms), 1, gemms)
+            return gemms[0]
+        # (Means past 96 rows split by default: test_token_split_*.)
+        small, large = [40, 0, 80], [200, 0, 280]
+        self.assertEqual(gemm(small, "auto"), gemm(small, "medium"))
+        self.assertEqual(gemm(large, "auto"), gemm(large, "large_solo"))
+        self.assertNotEqual(gemm(large, "auto"), gemm(small, "auto"))
+        # 1024 to 2047 rows per group on average: the 2-CTA clusters (the
+        # kernel OVERLAP_OPS_SM90_TILE=large pins).
+        clustered = [1500, 0, 1700]
+        self.assertEqual(gemm(clustered, "auto"), gemm(clustered, "large"))
+        self.assertNotEqual(gemm(clustered, "auto"), gemm(large, "auto"))
 
     def test_cluster_default_matches_reference_and_gives_way_to_windows(
             self, device):
@@ -1701,12 +1697,12 @@ class TestTf32MnBDirect(HopperTestCase):
                          [narrow[0][0]])
 
     def test_token_split_on_and_off_pinned(self, device):
-        # on splits a call whose mean takes the clusters (1066 rows per
-        # group); off keeps the 128-token tile alone where the default
+        # on splits a call whose mean takes the 256-token tile (216 rows
+        # per group); off keeps the 128-token tile alone where the default
         # splits (100). Both checked against the reference first, so
         # memcheck runs them too.
         calls = []
-        for setting, sizes in (("on", [2100, 40, 0, 129, 128, 4000]),
+        for setting, sizes in (("on", [700, 40, 0, 129, 128, 300]),
                                ("off", [100, 0, 200])):
             offs = make_offsets(sizes, device)
             a = _randn(sum(sizes), 64, device=device, dtype=torch.float32)
@@ -1736,13 +1732,9 @@ class TestTf32MnBDirect(HopperTestCase):
                     "it cannot be combined with OVERLAP_OPS_SM90_TILE="
                     "medium"):
                 _grouped_mm(a, b, offs)
-        # 100 rows per group: on splits, and no windows are built for the
-        # split; unpinned, the split gives way to the windows and the
-        # 128-token tile takes the call, for which none are built either.
-        for setting, kernel in (("on", "token split"),
-                                ("auto", "direct read's 128-token tiles")):
+        for setting in ("auto", "on"):  # 100 rows per group: both split
             with self._split(setting, waves="2"), _allow_tf32(True):
-                with self.assertRaisesRegex(RuntimeError, kernel):
+                with self.assertRaisesRegex(RuntimeError, "token split"):
                     _grouped_mm(a, b, offs)
         # on where the direct read does not run (the copy route pinned).
         with _sm90_env(OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT="on",

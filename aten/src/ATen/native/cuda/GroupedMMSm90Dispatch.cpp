@@ -274,22 +274,17 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
   return 1 << (pinned - 1);
 }
 
-// The direct read of N-major TF32 weights: 128-token tiles up to 96 rows
-// per group on average, then split per group between the 128- and
-// 256-token kernels (a token split, tf32_mn_b_token_split_wins), 256-token
-// tiles on 2-CTA clusters from 1024 to 2047 rows per group
-// (sm90::tf32_mn_b_cluster_wins), else 256-token tiles without clusters.
-// The 128-token tile also takes the split's means where the 256-token one
-// would lose on the mean (tf32_mn_b_narrow_wins). A pinned
-// OVERLAP_OPS_SM90_TILE picks the token tile where it names one: medium
-// 128, large_solo 256, large 256 on clusters; small and wide leave it to
-// the rules. pins.windows: OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows,
-// which are built for neither the split nor the clusters, so the rules'
-// split and clusters give way to one token tile.
+// The direct read of N-major TF32 weights: 128-token tiles for small
+// groups (tf32_mn_b_narrow_wins), past 96 rows per group on average split
+// per group between the 128- and 256-token kernels (a token split,
+// tf32_mn_b_token_split_wins), 256-token tiles on 2-CTA clusters from
+// 1024 to 2047 rows per group (sm90::tf32_mn_b_cluster_wins), else
+// 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
+// the token tile where it names one: medium 128, large_solo 256, large
+// 256 on clusters; small and wide leave it to the rules. pins.windows:
+// OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
+// clusters, so the rules' clusters give way to the plain 256-token tile.
 enum class MnBTile { kNarrow, kSplit, kWide, kCluster };
-// The split hands over to the clusters where they start.
-static_assert(kMnBTokenSplitMaxRowsPerGroup ==
-              sm90::kTf32ClusterMinRowsPerGroup);
 
 // OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on|off pins the token split for A/B
 // runs: on splits every direct-read call, whatever its mean group size,
@@ -327,7 +322,6 @@ MnBTile tf32_mn_b_tile(const Geometry& geo, const MnBTilePins& pins) {
               ", which pins one of them");
   if (!pinned &&
       pins.split.value_or(
-          !pins.windows &&
           tf32_mn_b_token_split_wins(geo.extent, geo.num_groups))) {
     return MnBTile::kSplit;
   }

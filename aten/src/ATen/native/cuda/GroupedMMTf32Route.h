@@ -105,30 +105,28 @@ inline bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
   return groups > 0 && rows <= kMnBNarrowMaxRowsPerGroup * groups;
 }
 
-// The host sees only the mean group size, not the sizes (no sync), so
-// between these bounds the call runs both kernels (a token split): groups
-// of at most 128 rows on the 128-token tile, larger ones on the 256-token
-// tile, each group on one of the two, decided on the device by the fill.
-// Measured against one tile for the whole call, same rounds, TF32 fwd:
-// - Means of 97-128 (where the 128-token tile wins on the mean;
-//   results/tf32/2026-12-03d-split): grin_moe sparse (live groups of 170)
-//   0.80, balanced and skewed 1.02. Not at 64 (deepseek_v3_decode 1.00 /
-//   1.03 / 1.01): past 96, a call with a quarter of its groups empty has
-//   its live groups past 128 rows, the case the split wins.
-// - Means of 129-1023 (where the 256-token tile wins on the mean;
-//   results/tf32/2026-12-03e-split-past-128): skewed rows, whose small
-//   groups leave the 256-token tile, 0.86-0.99 (gpt_oss_120b_w13 0.86,
-//   llama4_scout_w2 0.91); balanced and sparse 0.99-1.02 (an empty
-//   128-token launch).
-// - From 1024 rows per group the 2-CTA clusters are the default
-//   (sm90::tf32_mn_b_cluster_wins), and a split, built without them,
-//   lost up to 1.06 there (qwen2_57b_a14b, 1024).
+// Where the 128-token tile wins on the mean, single groups can still hold
+// more rows than it: grin_moe sparse has a mean of 128 but live groups of
+// 170, where the 256-token tile takes 0.80x the time. The host cannot see
+// the sizes without a sync, so past this many rows per group on average
+// the call runs both kernels (a token split): groups of at most 128 rows
+// on the 128-token tile, larger ones on the 256-token tile, each group on
+// one of the two, decided on the device by the fill. Measured against the
+// 128-token tile alone, same rounds (results/tf32/2026-12-03d-split):
+// grin_moe sparse 0.80, balanced 1.02, skewed 1.02 (its large groups gain
+// less than a second launch and its partial last wave cost);
+// deepseek_v3_decode (mean 64) 1.00 / 1.03 / 1.01, so not there. Past 96
+// rows per group on average, a call with a quarter of its groups empty
+// has its live groups past 128 rows, the case the split wins. Not past
+// 128 either (results/tf32/2026-12-03e-split-*, 256-1023 rows per group,
+// split over the 256-token tile, two runs): skewed rows 0.94-1.00 (their
+// small groups leave the 256-token tile), but balanced and sparse rows
+// 1.01-1.04 (geometric mean 1.014), and the host cannot tell them apart.
 constexpr int64_t kMnBTokenSplitMinRowsPerGroup = 96;
-constexpr int64_t kMnBTokenSplitMaxRowsPerGroup = 1024;
 
 inline bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
-  return groups > 0 && rows > kMnBTokenSplitMinRowsPerGroup * groups &&
-      rows < kMnBTokenSplitMaxRowsPerGroup * groups;
+  return tf32_mn_b_narrow_wins(rows, groups) &&
+      rows > kMnBTokenSplitMinRowsPerGroup * groups;
 }
 
 // The narrow kernel's token tile (Tf32MnBNarrowTileConfig): a token split
