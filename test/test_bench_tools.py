@@ -1483,6 +1483,32 @@ class TestProfileTool(TestCase):
             ("SM90 GEMM, pingpong (medium/small/wide)", 1.0, 90.0),
             ("SM90 GEMM, cooperative 128x256 (large/large_solo)", 1.0, 5.0)])
         self.assertEqual(prof.short_kernel_name("x" * 70), "x" * 57 + "...")
+        # A TF32 token split: two fills and two cooperative GEMMs a call;
+        # each GEMM launch keeps its own row, by its place in the call
+        # (out of time order in the trace, as the profiler may write it).
+        coop = ("_ZN7cutlass13device_kernelI..."
+                "KernelPtrArrayTmaWarpSpecializedCooperative...")
+        fill = "fill_group_arguments<float, W, float>(...)"
+        split = []
+        for call in range(3):
+            start = 1000.0 * call
+            split += [
+                {"cat": "kernel", "name": coop, "ts": start + 30, "dur": 400.0},
+                {"cat": "kernel", "name": fill, "ts": start, "dur": 2.0},
+                {"cat": "kernel", "name": coop, "ts": start + 10, "dur": 8.0},
+                {"cat": "kernel", "name": fill, "ts": start + 20, "dur": 3.0},
+            ]
+        label = "SM90 GEMM, cooperative 128x256 (large/large_solo)"
+        self.assertEqual(prof.kernel_table(split, calls=3), [
+            ("fill arguments (+ zeros), launch 1 of 2", 1.0, 2.0),
+            (f"{label}, launch 1 of 2", 1.0, 8.0),
+            ("fill arguments (+ zeros), launch 2 of 2", 1.0, 3.0),
+            (f"{label}, launch 2 of 2", 1.0, 400.0)])
+        # Launches that do not divide evenly among the calls stay one row
+        # (here the last call's second GEMM is missing).
+        uneven = split[:-4] + split[-3:]
+        self.assertEqual(prof.kernel_table(uneven, calls=3)[1],
+                         (label, 5 / 3, (3 * 8.0 + 2 * 400.0) / 3))
         cublas = ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64_"
                   "warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas")
         self.assertEqual(prof.short_kernel_name(cublas), cublas)

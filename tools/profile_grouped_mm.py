@@ -62,13 +62,25 @@ def short_kernel_name(name: str) -> str:
 def kernel_table(events: list[dict[str, Any]], calls: int
                  ) -> list[tuple[str, float, float]]:
     """(label, launches per call, GPU us per call) from chrome-trace events
-    of `calls` calls, in the order each label first ran."""
+    of `calls` calls, in the order each label first ran. A label launched
+    k > 1 times in every call (a TF32 token split runs two cooperative
+    GEMMs, the 128-token one first) is split by its place in the call:
+    "label, launch 1 of k", and so on, so each launch's time shows."""
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"),
+                     key=lambda e: float(e.get("ts", 0.0)))
+    labels = [short_kernel_name(e.get("name", "?")) for e in kernels]
+    per_call: dict[str, int] = defaultdict(int)
+    for label in labels:
+        per_call[label] += 1
+    seen: dict[str, int] = defaultdict(int)
     count: dict[str, int] = defaultdict(int)
     total_us: dict[str, float] = defaultdict(float)
-    for event in events:
-        if event.get("cat") != "kernel":
-            continue
-        label = short_kernel_name(event.get("name", "?"))
+    for event, label in zip(kernels, labels):
+        launches, left = divmod(per_call[label], calls)
+        if launches > 1 and left == 0:
+            place = seen[label] % launches + 1
+            seen[label] += 1
+            label = f"{label}, launch {place} of {launches}"
         count[label] += 1
         total_us[label] += float(event.get("dur", 0.0))
     return [(label, count[label] / calls, total_us[label] / calls)
