@@ -1099,8 +1099,8 @@ class TestHopperTf32Route(TestCase):
         # past 96 rows per group on average the call splits its groups
         # between the 128- and 256-token kernels on the device (grin_moe
         # sparse: mean 128, live groups of 170; 0.80x the time). Never
-        # where the mean already takes the 256-token tile (256-1023 rows:
-        # balanced and sparse rows 1.01-1.04x), nor at 64
+        # where the mean already takes the 256-token tile (256-768 rows:
+        # balanced and sparse rows up to 1.04x), nor at 64
         # (deepseek_v3_decode: 1.00-1.03x, no gain in any dist).
         def split(rows, groups):
             return torch.ops.overlap_ops._tf32_mn_b_token_split_wins(

@@ -63,9 +63,11 @@ def kernel_table(events: list[dict[str, Any]], calls: int
                  ) -> list[tuple[str, float, float]]:
     """(label, launches per call, GPU us per call) from chrome-trace events
     of `calls` calls, in the order each label first ran. A label launched
-    k > 1 times in every call (a TF32 token split runs two cooperative
-    GEMMs, the 128-token one first) is split by its place in the call:
-    "label, launch 1 of k", and so on, so each launch's time shows."""
+    k > 1 times per call on average, with a whole k, is split by its place
+    in the call: "label, launch 1 of k", and so on, so each launch's time
+    shows (a TF32 token split runs two cooperative GEMMs: launch 1 is the
+    128-token kernel, launch 2 the 256-token one). The places assume every
+    call launched it k times; the trace's call marks are not read."""
     kernels = sorted((e for e in events if e.get("cat") == "kernel"),
                      key=lambda e: float(e.get("ts", 0.0)))
     labels = [short_kernel_name(e.get("name", "?")) for e in kernels]

@@ -118,10 +118,11 @@ inline bool tf32_mn_b_narrow_wins(int64_t rows, int64_t groups) {
 // deepseek_v3_decode (mean 64) 1.00 / 1.03 / 1.01, so not there. Past 96
 // rows per group on average, a call with a quarter of its groups empty
 // has its live groups past 128 rows, the case the split wins. Not past
-// 128 either (results/tf32/2026-12-03e-split-*, 256-1023 rows per group,
-// split over the 256-token tile, two runs): skewed rows 0.94-1.00 (their
-// small groups leave the 256-token tile), but balanced and sparse rows
-// 1.01-1.04 (geometric mean 1.014), and the host cannot tell them apart.
+// 128 either (results/tf32/2026-12-03e-split-*, means of 256-768 rows
+// per group, split over the 256-token tile, two runs): skewed rows
+// 0.86-1.00 (their small groups leave the 256-token tile), but balanced
+// and sparse rows 0.99-1.04 (geometric mean 1.002 and 1.014), and the
+// host cannot tell them apart.
 constexpr int64_t kMnBTokenSplitMinRowsPerGroup = 96;
 
 inline bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
