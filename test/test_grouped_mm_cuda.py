@@ -270,6 +270,19 @@ def _allow_tf32(allowed):
         torch.backends.cuda.matmul.allow_tf32 = previous
 
 
+def _check_rows_per_group_rule(test, rule, expected):
+    """A host rule of the direct read's token tile, rule(rows, groups) ->
+    bool: on each named suite row of expected ({(name, total rows,
+    groups): wins}), then the errors every such rule raises for bad
+    arguments (check_rows_and_groups, RegisterTf32Route.cpp)."""
+    for (name, total, groups), wins in expected.items():
+        test.assertEqual(rule(total, groups), wins, name)
+    with test.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
+        rule(10, 0)
+    with test.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
+        rule(-1, 2)
+
+
 # The contract tests (layouts, dtypes, bias, out_dtype, zeroed tail, empty
 # and > 1024 groups, odd strides) on CUDA: TestGroupedMMCUDA.
 TestGroupedMM = make_contract_tests()
@@ -814,17 +827,12 @@ class TestSm90TileConfig(TestCase):
             ("mixtral_8x7b_w2", 32768, 8): False,   # windows of 8 waves
             ("grin_moe", 1024, 8): False,
         }
-        for (name, total, groups), wins in rows.items():
-            self.assertEqual(cluster(total, groups), wins, name)
+        _check_rows_per_group_rule(self, cluster, rows)
         self.assertFalse(cluster(1024 * 5 - 1, 5))
         self.assertTrue(cluster(1024 * 5, 5))
         self.assertTrue(cluster(2048 * 5 - 1, 5))
         self.assertFalse(cluster(2048 * 5, 5))
         self.assertFalse(cluster(0, 3))
-        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
-            cluster(10, 0)
-        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
-            cluster(-1, 2)
 
     @needs_extension
     def test_tile_chunk_for_few_tokens_per_group(self):
@@ -1082,16 +1090,11 @@ class TestHopperTf32Route(TestCase):
             ("gpt_oss_120b_w13", 32768, 128): False,   # 1.19-1.51x
             ("mixtral_8x7b_w2", 32768, 8): False,      # 1.67-1.74x
         }
-        for (name, total, groups), wins in rows.items():
-            self.assertEqual(narrow(total, groups), wins, name)
+        _check_rows_per_group_rule(self, narrow, rows)
         # The edge: 128 rows per group on average.
         self.assertTrue(narrow(128 * 5, 5))
         self.assertFalse(narrow(128 * 5 + 1, 5))
         self.assertTrue(narrow(0, 3))
-        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
-            narrow(10, 0)
-        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
-            narrow(-1, 2)
 
     @needs_extension
     def test_token_split_past_96_rows_per_group(self):
@@ -1113,17 +1116,12 @@ class TestHopperTf32Route(TestCase):
             ("qwen3_30b_a3b_w13", 65536, 128): False,
             ("mixtral_8x7b_w2", 32768, 8): False,
         }
-        for (name, total, groups), wins in rows.items():
-            self.assertEqual(split(total, groups), wins, name)
+        _check_rows_per_group_rule(self, split, rows)
         self.assertFalse(split(96 * 5, 5))
         self.assertTrue(split(96 * 5 + 1, 5))
         self.assertTrue(split(128 * 5, 5))
         self.assertFalse(split(128 * 5 + 1, 5))
         self.assertFalse(split(0, 3))
-        with self.assertRaisesRegex(RuntimeError, "groups must be >= 1"):
-            split(10, 0)
-        with self.assertRaisesRegex(RuntimeError, "rows must be >= 0"):
-            split(-1, 2)
 
     @needs_extension
     def test_transposed_activations_pay_per_row(self):
