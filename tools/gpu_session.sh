@@ -362,6 +362,26 @@ for stage in "$@"; do
       profile_rows "${KERNEL_ROWS:-grin_moe balanced fwd;grin_moe skewed fwd;gpt_oss_120b_w13 skewed fwd;qwen3_30b_a3b_w13 balanced wgrad;granitemoe_1b_decode balanced wgrad}" \
         "$OUT/kernels/kernels.md" --calls 20 --kernels ${KERNEL_ARGS:-}
       ;;
+    kernelsab)
+      # The kernels stage for ours under each KERNEL_VARIANTS entry
+      # label:NAME=VALUE[,NAME=VALUE], interleaved over KERNEL_ROUNDS
+      # (default 4) rounds, so a per-launch difference of ~1% is read
+      # against the round-to-round spread (~2% on ms-long rows).
+      mkdir -p "$OUT/kernels"
+      for round in $(seq "${KERNEL_ROUNDS:-4}"); do
+        for variant in ${KERNEL_VARIANTS:?set KERNEL_VARIANTS, e.g. on:OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on}; do
+          label=${variant%%:*}; settings=${variant#*:}
+          echo "## round $round $label ${settings:-(defaults)}" | tee -a "$OUT/kernels/kernelsab.md"
+          IFS=, read -ra envs <<< "$settings"
+          (
+            (( ${#envs[@]} )) && export "${envs[@]}"
+            ROW_IMPLS=ours profile_rows "${KERNEL_ROWS:?set KERNEL_ROWS}" \
+              "$OUT/kernels/kernelsab.md" --calls 20 --kernels ${KERNEL_ARGS:-}
+          )
+        done
+        tar czf "$TARBALL" -C "$OUT" .
+      done
+      ;;
     biaskernels)
       # Ours with a per-group bias (stock rejects one): each kernel's GPU
       # time per call on BIAS_ROWS, with the bias in the GEMM's epilogue
