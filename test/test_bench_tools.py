@@ -119,6 +119,27 @@ class TestBenchArgs(TestCase):
         self.assertTrue(_parse_fails(["--variant", "v:A=1",
                                       "--variant", "v:A=2"]))
 
+    def test_aa_control_column(self) -> None:
+        args = bench._parse_args(["--aa", "--variant", "off:X=1"])
+        self.assertEqual(args.variant, [("off", {"X": "1"}), ("again", {})])
+        self.assertEqual(list(bench._callables(False, args.variant)),
+                         ["ours", "stock", "ours@off", "ours@again"])
+        # Its label is taken: a variant of that name is refused.
+        self.assertTrue(_parse_fails(["--aa", "--variant", "again:X=1"]))
+
+    def test_aa_band_line(self) -> None:
+        def row(ours, again, check="pass"):
+            return {"case": "c", "dist": "d", "ours_us": ours,
+                    "ours_check": "pass", "ours@again_us": again,
+                    "ours@again_check": check}
+
+        self.assertIsNone(report.aa_band_line([{"ours_us": 1.0}]))
+        # 0.97 and 1.05 -> geomean sqrt(0.97 * 1.05) = 1.009; the failed
+        # row (3.0) is left out.
+        line = report.aa_band_line([row(100.0, 97.0), row(100.0, 105.0),
+                                    row(100.0, 300.0, "fail")])
+        self.assertIn("0.970-1.050 over 2 rows, geometric mean 1.009", line)
+
     def test_variant_summary_against_ours(self) -> None:
         def row(case, ours, variant):
             return {"case": case, "dist": "d", "stock_us": 100.0,

@@ -150,6 +150,10 @@ def _env_pair(text: str) -> tuple[str, str]:
     return name, value
 
 
+# --aa's column label: ours@again.
+AA_LABEL = "again"
+
+
 def _variant(text: str) -> tuple[str, dict[str, str]]:
     """argparse type: LABEL:NAME=VALUE[,NAME=VALUE...], a column of ours
     run with that environment (e.g. medium:OVERLAP_OPS_SM90_TILE=medium)."""
@@ -210,6 +214,12 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "environment (read per call by the CUDA backend), "
                         "timed in the same interleaved rounds: a same-run "
                         "A/B of tile configs (repeatable)")
+    parser.add_argument("--aa", action="store_true",
+                        help="an A/A control: ours@again, ours with no "
+                        "setting changed, timed in the same rounds. Its "
+                        "time over ours' is the run's own noise band; a "
+                        "variant's difference inside it is not resolved "
+                        "(TF32 fwd rows spread 0.97-1.06, 2026-12-03f)")
     parser.add_argument("--out", default=None,
                         help="output folder (default results/tmp; with "
                         "--render, the folder rendered)")
@@ -246,6 +256,8 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
+    if args.aa:
+        args.variant.append((AA_LABEL, {}))
     labels = [label for label, _ in args.variant]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:

@@ -153,6 +153,27 @@ def _variant_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# bench_grouped_mm.py --aa: ours run again with no setting changed.
+AA_COLUMN = "ours@again"
+
+
+def aa_band_line(rows: list[dict[str, Any]]) -> Optional[str]:
+    """With an A/A column (--aa): its time over ours' on these rows, as a
+    geometric mean and a range, the band inside which a variant's ratio is
+    not resolved by this run. None without one."""
+    ratios = [time_ratio(r, AA_COLUMN, "ours") for r in rows
+              if "fail" not in (r.get(f"{AA_COLUMN}_check"),
+                                r.get("ours_check"))]
+    ratios = [v for v in ratios if v is not None]
+    if not ratios:
+        return None
+    return (f"A/A control ({AA_COLUMN}: ours again, nothing changed): time "
+            f"over ours' {min(ratios):.3f}-{max(ratios):.3f} over "
+            f"{len(ratios)} rows, geometric mean {geomean(ratios):.3f}. "
+            "A variant's ratio to ours inside this band is not resolved "
+            "by this run.")
+
+
 # Issue 9's and issue 3's targets, checked on every run that has the rows
 # they need; each row of the table names its issue. Issue 9: (dtype, pass)
 # -> (max geometric mean of ours/floor, max ours/floor of any row or None).
@@ -520,6 +541,9 @@ def markdown(results: dict[str, Any]) -> str:
                     if r["dtype"] == dtype and r["pass"] == pass_name]
             lines += [f"### {dtype} {pass_name}", ""]
             lines += _variant_table(mine) + [""]
+            band = aa_band_line(mine)
+            if band:
+                lines += [band, ""]
     picked = _inductor_kernel_lines(rows)
     if picked:
         lines += ["## Inductor's autotuned kernels", ""] + picked + [""]
