@@ -509,9 +509,9 @@ class TestReport(TestCase):
                       "rows above | **no** | b balanced 2.00, a skewed 1.50 |",
                       lines)
         self.assertIn("| (9) fp16 fwd: every row within 1.03x of our bf16 | "
-                      "max 1.000 | yes |  |", lines)
+                      "max 1.000, 0 rows above | yes |  |", lines)
         self.assertIn("| (3) fp16 fwd: every row within 1.05x of our bf16 | "
-                      "max 1.000 | yes |  |", lines)
+                      "max 1.000, 0 rows above | yes |  |", lines)
         self.assertIn("| (9) bf16 fwd: never slower than stock | 0 rows > 1.00 "
                       "(0 > 1.03) | yes |  |", lines)
         self.assertIn("| (3) bf16 fwd: no row slower than stock by more than "
@@ -526,6 +526,32 @@ class TestReport(TestCase):
         self.assertIn("| 1 rows | **no** |", missing[0])
         # No row a target needs: no section.
         self.assertEqual(report.target_lines([]), [])
+
+    def test_targets_count_the_misses_the_aa_column_repeats(self) -> None:
+        # --aa: a row past a bound in ours is counted again where ours@again
+        # (the same kernels, same rounds) is past it too.
+        rows = [dict(r) for r in _fake_results()["rows"]]
+        for r in rows:
+            r["ours@again_us"], r["ours@again_check"] = r["ours_us"], "pass"
+        bf16_a, bf16_a_skewed, _, fp16_a, fp16_a_skewed, _ = rows
+        # Against stock: (a, balanced) 1.10 and 1.10 again; (a, skewed)
+        # passes its check this time, 1.10 in ours, 1.01 again.
+        bf16_a["ours_us"] = bf16_a["ours@again_us"] = 132.0
+        bf16_a_skewed["ours_check"] = "pass"
+        bf16_a_skewed["ours_us"] = 330.0
+        bf16_a_skewed["ours@again_us"] = 303.0
+        # fp16 over bf16: 1.10 in both columns on (a, balanced); 1.10 in
+        # ours, 1.00 again on (a, skewed).
+        fp16_a["ours_us"] = fp16_a["ours@again_us"] = 132.0 * 1.10
+        fp16_a_skewed["ours_us"] = 330.0 * 1.10
+        fp16_a_skewed["ours@again_us"] = 303.0
+        lines = report.target_lines(rows)
+        self.assertIn("| (3) bf16 fwd: no row slower than stock by more than "
+                      "1.03x | 2 rows; 1 also in ours@again | **no** | "
+                      "a balanced 1.10, a skewed 1.10 |", lines)
+        self.assertIn("| (3) fp16 fwd: every row within 1.05x of our bf16 | "
+                      "max 1.100, 2 rows above; 1 also in ours@again | **no** "
+                      "| a balanced 1.10, a skewed 1.10 |", lines)
 
     def test_ratios_and_geomean(self) -> None:
         rows = _fake_results()["rows"]
