@@ -124,8 +124,10 @@ class TestBenchArgs(TestCase):
         self.assertEqual(args.variant, [("off", {"X": "1"}), ("again", {})])
         self.assertEqual(list(bench._callables(False, args.variant)),
                          ["ours", "stock", "ours@off", "ours@again"])
-        # Its label is taken: a variant of that name is refused.
+        # Its label is kept for it: a variant of that name is refused,
+        # with or without --aa.
         self.assertTrue(_parse_fails(["--aa", "--variant", "again:X=1"]))
+        self.assertTrue(_parse_fails(["--variant", "again:X=1"]))
 
     def test_aa_band_line(self) -> None:
         def row(ours, again, check="pass"):
@@ -551,6 +553,15 @@ class TestReport(TestCase):
                       "a balanced 1.10, a skewed 1.10 |", lines)
         self.assertIn("| (3) fp16 fwd: every row within 1.05x of our bf16 | "
                       "max 1.100, 2 rows above; 1 also in ours@again | **no** "
+                      "| a balanced 1.10, a skewed 1.10 |", lines)
+        # A repeat whose check failed is no repeat.
+        bf16_a["ours@again_check"] = "fail"
+        lines = report.target_lines(rows)
+        self.assertIn("| (3) bf16 fwd: no row slower than stock by more than "
+                      "1.03x | 2 rows; 0 also in ours@again | **no** | "
+                      "a balanced 1.10, a skewed 1.10 |", lines)
+        self.assertIn("| (3) fp16 fwd: every row within 1.05x of our bf16 | "
+                      "max 1.100, 2 rows above; 0 also in ours@again | **no** "
                       "| a balanced 1.10, a skewed 1.10 |", lines)
 
     def test_ratios_and_geomean(self) -> None:

@@ -219,7 +219,9 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "setting changed, timed in the same rounds. Its "
                         "time over ours' is the run's own noise band; a "
                         "variant's difference inside it is not resolved "
-                        "(TF32 fwd rows spread 0.97-1.06, 2026-12-03f)")
+                        "(0.94-1.06 per row on TF32 rows of the H200, "
+                        "twenty-eighth session). The label 'again' is "
+                        "kept for it")
     parser.add_argument("--out", default=None,
                         help="output folder (default results/tmp; with "
                         "--render, the folder rendered)")
@@ -256,6 +258,9 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random data (not of the sizes)")
     args = parser.parse_args(argv)
+    if any(label == AA_LABEL for label, _ in args.variant):
+        parser.error(f"--variant: the label {AA_LABEL!r} is kept for --aa "
+                     "(ours again, nothing changed)")
     if args.aa:
         args.variant.append((AA_LABEL, {}))
     labels = [label for label, _ in args.variant]

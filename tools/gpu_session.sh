@@ -371,6 +371,8 @@ for stage in "$@"; do
       # (default 4) rounds, so a per-launch difference of ~1% is read
       # against the round-to-round spread (~2% on ms-long rows).
       mkdir -p "$OUT/kernels"
+      # Checked here: a :? inside the subshell below would only end it.
+      : "${KERNEL_ROWS:?set KERNEL_ROWS, e.g. 'gpt_oss_120b_w13 balanced fwd'}"
       for round in $(seq "${KERNEL_ROUNDS:-4}"); do
         for variant in ${KERNEL_VARIANTS:?set KERNEL_VARIANTS, e.g. on:OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on}; do
           label=${variant%%:*}; settings=${variant#*:}
@@ -378,7 +380,7 @@ for stage in "$@"; do
           IFS=, read -ra envs <<< "$settings"
           (
             (( ${#envs[@]} )) && export "${envs[@]}"
-            ROW_IMPLS=ours profile_rows "${KERNEL_ROWS:?set KERNEL_ROWS}" \
+            ROW_IMPLS=ours profile_rows "$KERNEL_ROWS" \
               "$OUT/kernels/kernelsab.md" --calls 20 --kernels ${KERNEL_ARGS:-}
           )
         done

@@ -205,12 +205,12 @@ def _target_row(target: str, measured: str,
             f"{_named(misses) if misses else ''} |")
 
 
-def _aa_over(top: dict[str, Any], bottom: dict[str, Any]) -> float:
-    """The A/A column's time in row ``top`` over its time in row
-    ``bottom`` (fp16 over bf16 of one case x dist x pass); 0 where either
-    is missing."""
-    num, den = top.get(f"{AA_COLUMN}_us"), bottom.get(f"{AA_COLUMN}_us")
-    return num / den if num and den else 0.0
+def _aa_time(row: dict[str, Any]) -> Optional[float]:
+    """The A/A column's time in a row, None where it is missing or its
+    check failed."""
+    if row.get(f"{AA_COLUMN}_check") == "fail":
+        return None
+    return row.get(f"{AA_COLUMN}_us") or None
 
 
 def target_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -237,11 +237,10 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
                 f"{row_max:.2f}",
                 f"{len(misses)} of {len(values)} rows above", misses,
                 not misses))
-    has_aa = any(r.get(f"{AA_COLUMN}_us") for r in rows)
-
-    def also_again(count: int) -> str:
-        """How many of a target's misses the A/A column misses too: those
-        are past the run's noise, the others may be inside it."""
+    def also_again(mine: list[dict[str, Any]], count: int) -> str:
+        """How many of a target's misses the A/A column misses too, where
+        the target's rows have one: the others may be noise."""
+        has_aa = any(_aa_time(r) for r in mine)
         return f"; {count} also in {AA_COLUMN}" if has_aa else ""
 
     bf16_rows = {(r["case"], r["dist"], r["pass"]): r
@@ -258,14 +257,16 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
             if not pairs:
                 continue
             misses = [(v, r) for v, r in pairs if v > limit]
+            # A missing time never counts: 0 over the base, or over inf.
             again = [r for _, r in misses
-                     if _aa_over(r, bf16_rows[(r["case"], r["dist"],
-                                               r["pass"])]) > limit]
+                     if (_aa_time(r) or 0.0) > limit * (_aa_time(bf16_rows[
+                         (r["case"], r["dist"], r["pass"])]) or math.inf)]
             lines.append(_target_row(
                 f"({issue}) {dtype} {pass_name}: every row within "
                 f"{limit:.2f}x of our bf16",
                 f"max {max(v for v, _ in pairs):.3f}, {len(misses)} rows "
-                f"above{also_again(len(again))}", misses, not misses))
+                f"above{also_again([r for _, r in pairs], len(again))}",
+                misses, not misses))
     for dtype, pass_name in groups(rows):
         mine = [(ratio(r, "ours/stock"), r) for r in rows
                 if r["dtype"] == dtype and r["pass"] == pass_name]
@@ -279,12 +280,12 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
             f"{len(misses)} rows > 1.00 ({len(noisy)} > {STOCK_NOISE:.2f})",
             misses, not misses))
         again = [r for _, r in noisy
-                 if (time_ratio(r, AA_COLUMN, "stock") or 0) > STOCK_NOISE]
+                 if (_aa_time(r) or 0.0) > STOCK_NOISE * r["stock_us"]]
         lines.append(_target_row(
             f"(3) {dtype} {pass_name}: no row slower than stock by more "
             f"than {STOCK_NOISE:.2f}x",
-            f"{len(noisy)} rows{also_again(len(again))}", noisy,
-            not noisy))
+            f"{len(noisy)} rows{also_again([r for _, r in mine], len(again))}",
+            noisy, not noisy))
     if not lines:
         return []
     return (["| target (issue) | this run | met | worst rows missing it |",
