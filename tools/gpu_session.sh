@@ -43,7 +43,11 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 if [[ -d .whl ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-  export CUTLASS_INCLUDE_DIR=/tmp/site/cutlass_library/source/include
+  # Only where the carried wheels hold it: setup.py prefers this variable
+  # to an installed nvidia-cutlass.
+  if [[ -f /tmp/site/cutlass_library/source/include/cutlass/cutlass.h ]]; then
+    export CUTLASS_INCLUDE_DIR=/tmp/site/cutlass_library/source/include
+  fi
 fi
 # Say at once what is missing, before the ~5 minute build.
 # (torch_ext/setup.py also finds the headers of an installed
@@ -376,6 +380,10 @@ for stage in "$@"; do
       for round in $(seq "${KERNEL_ROUNDS:-4}"); do
         for variant in ${KERNEL_VARIANTS:?set KERNEL_VARIANTS, e.g. on:OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on}; do
           label=${variant%%:*}; settings=${variant#*:}
+          if [[ $variant != *:* || ( -n $settings && $settings != *=* ) ]]; then
+            echo "kernelsab: expected LABEL:NAME=VALUE[,NAME=VALUE] or LABEL:, got $variant"
+            exit 2
+          fi
           echo "## round $round $label ${settings:-(defaults)}" | tee -a "$OUT/kernels/kernelsab.md"
           IFS=, read -ra envs <<< "$settings"
           (
