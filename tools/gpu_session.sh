@@ -373,12 +373,22 @@ for stage in "$@"; do
       # The kernels stage for ours under each KERNEL_VARIANTS entry
       # label:NAME=VALUE[,NAME=VALUE], interleaved over KERNEL_ROUNDS
       # (default 4) rounds, so a per-launch difference of ~1% is read
-      # against the round-to-round spread (~2% on ms-long rows).
+      # against the round-to-round spread (~2% on ms-long rows). The
+      # first run of this stage kept one order in every round.
       mkdir -p "$OUT/kernels"
       # Checked here: a :? inside the subshell below would only end it.
       : "${KERNEL_ROWS:?set KERNEL_ROWS, e.g. 'gpt_oss_120b_w13 balanced fwd'}"
+      read -ra variants <<< "${KERNEL_VARIANTS:?set KERNEL_VARIANTS, e.g. on:OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on}"
       for round in $(seq "${KERNEL_ROUNDS:-4}"); do
-        for variant in ${KERNEL_VARIANTS:?set KERNEL_VARIANTS, e.g. on:OVERLAP_OPS_SM90_TF32_TOKEN_SPLIT=on}; do
+        # Every other round in reverse, so no variant always runs first.
+        order=("${variants[@]}")
+        if (( round % 2 == 0 )); then
+          order=()
+          for (( i = ${#variants[@]} - 1; i >= 0; i-- )); do
+            order+=("${variants[i]}")
+          done
+        fi
+        for variant in "${order[@]}"; do
           label=${variant%%:*}; settings=${variant#*:}
           if [[ $variant != *:* || ( -n $settings && $settings != *=* ) ]]; then
             echo "kernelsab: expected LABEL:NAME=VALUE[,NAME=VALUE] or LABEL:, got $variant"
