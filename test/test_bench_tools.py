@@ -122,8 +122,12 @@ class TestBenchArgs(TestCase):
     def test_aa_control_column(self) -> None:
         args = bench._parse_args(["--aa", "--variant", "off:X=1"])
         self.assertEqual(args.variant, [("off", {"X": "1"}), ("again", {})])
+        # Stock is timed twice too, so the repeat carries its noise.
         self.assertEqual(list(bench._callables(False, args.variant)),
-                         ["ours", "stock", "ours@off", "ours@again"])
+                         ["ours", "stock", "ours@off", "ours@again",
+                          "stock@again"])
+        self.assertEqual(list(bench._callables(False, [("off", {"X": "1"})])),
+                         ["ours", "stock", "ours@off"])
         # Its label is kept for it: a variant of that name is refused,
         # with or without --aa.
         self.assertTrue(_parse_fails(["--aa", "--variant", "again:X=1"]))
@@ -141,6 +145,13 @@ class TestBenchArgs(TestCase):
         line = report.aa_band_line([row(100.0, 97.0), row(100.0, 105.0),
                                     row(100.0, 300.0, "fail")])
         self.assertIn("0.970-1.050 over 2 rows, geometric mean 1.009", line)
+        self.assertNotIn("Stock's", line)
+        with_stock = [dict(row(100.0, 97.0), stock_us=200.0,
+                           **{"stock@again_us": 190.0}),
+                      dict(row(100.0, 105.0), stock_us=200.0,
+                           **{"stock@again_us": 206.0})]
+        self.assertIn("Stock's (stock@again over stock): 0.950-1.030.",
+                      report.aa_band_line(with_stock))
 
     def test_variant_summary_against_ours(self) -> None:
         def row(case, ours, variant):
@@ -554,6 +565,14 @@ class TestReport(TestCase):
         self.assertIn("| (3) fp16 fwd: every row within 1.05x of our bf16 | "
                       "max 1.100, 2 rows above; 1 also in ours@again | **no** "
                       "| a balanced 1.10, a skewed 1.10 |", lines)
+        # Where stock was timed twice, the repeat is ours@again over
+        # stock@again: (a, skewed) 303 / 290 = 1.045 now counts.
+        bf16_a_skewed["stock@again_us"] = 290.0
+        lines = report.target_lines(rows)
+        self.assertIn("| (3) bf16 fwd: no row slower than stock by more than "
+                      "1.03x | 2 rows; 2 also in ours@again | **no** | "
+                      "a balanced 1.10, a skewed 1.10 |", lines)
+        del bf16_a_skewed["stock@again_us"]
         # A repeat whose check failed is no repeat.
         bf16_a["ours@again_check"] = "fail"
         lines = report.target_lines(rows)
@@ -757,6 +776,31 @@ class TestBenchLoop(TestCase):
             self.assertIn("| tiny | balanced | 16.0 | 20.0 | 10.0 | 1.25 | "
                           "0.62 | ours@half |", md)
             self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)
+
+    def test_aa_times_ours_and_stock_twice_and_prints_the_band(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            suite = _tiny_suite(tmp)
+            out = Path(tmp) / "out"
+            us = {"ours": 20.0, "stock": 16.0, "ours@again": 21.0,
+                  "stock@again": 15.0}
+            column = iter(["ours", "stock", "ours@again", "stock@again"])
+            status = self._main_faked(
+                ["--shapes", str(suite), "--out", str(out), "--dtypes",
+                 "bf16", "--rounds", "1", "--column-order", "fixed",
+                 "--aa"],
+                lambda fns, timer: us[next(column)])
+            self.assertEqual(status, 0)
+            results = json.loads((out / bench.JSON_NAME).read_text())
+            row = results["rows"][0]
+            for name, time in us.items():
+                self.assertEqual(row[f"{name}_check"], "pass", name)
+                self.assertEqual(row[f"{name}_us"], time, name)
+            md = (out / report.MD_NAME).read_text()
+            self.assertIn("time over ours' 1.050-1.050 over 1 rows", md)
+            self.assertIn("Stock's (stock@again over stock): 0.938-0.938.",
+                          md)
+            # ours 1.25 of stock; the repeat 21 / 15 = 1.40 too.
+            self.assertIn("| 1 rows; 1 also in ours@again | **no** |", md)
 
 
     def test_paired_dtypes_share_rounds_in_balanced_order(self) -> None:

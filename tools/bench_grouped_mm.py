@@ -215,9 +215,11 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "timed in the same interleaved rounds: a same-run "
                         "A/B of tile configs (repeatable)")
     parser.add_argument("--aa", action="store_true",
-                        help="an A/A control: ours@again, ours with no "
-                        "setting changed, timed in the same rounds. Its "
-                        "time over ours' is the run's own noise band; a "
+                        help="an A/A control: ours@again and "
+                        "stock@again, ours and stock timed a second time "
+                        "in the same rounds with nothing changed. "
+                        "ours@again over ours is the run's own noise "
+                        "band; a "
                         "variant's difference inside it is not resolved "
                         "(0.94-1.06 per row on TF32 rows of the H200, "
                         "twenty-eighth session). The label 'again' is "
@@ -690,13 +692,19 @@ def _callables(inductor: bool,
                variants: Sequence[tuple[str, dict[str, str]]] = (),
                loop: bool = False, per_group: bool = False
                ) -> dict[str, Callable[..., torch.Tensor]]:
-    """Column name -> function(a, b, offs), fresh for one row."""
-    fns: dict[str, Callable[..., torch.Tensor]] = {
-        "ours": _ours,
-        "stock": lambda a, b, offs: torch._grouped_mm(a, b, offs=offs),
-    }
+    """Column name -> function(a, b, offs), fresh for one row. With the
+    A/A variant (--aa), stock is timed twice too (stock@again), so a
+    repeat of the whole comparison carries stock's own noise as well."""
+    def stock(a: torch.Tensor, b: torch.Tensor,
+              offs: torch.Tensor) -> torch.Tensor:
+        return torch._grouped_mm(a, b, offs=offs)
+
+    fns: dict[str, Callable[..., torch.Tensor]] = {"ours": _ours,
+                                                   "stock": stock}
     for label, env in variants:
         fns[f"ours@{label}"] = EnvColumn(env)
+    if any(label == AA_LABEL for label, _ in variants):
+        fns[report.STOCK_AA_COLUMN] = stock
     if loop:
         fns["loop"] = LoopColumn()
     if per_group:
