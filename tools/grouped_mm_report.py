@@ -158,14 +158,21 @@ AA_COLUMN = "ours@again"
 STOCK_AA_COLUMN = "stock@again"
 
 
+def _aa_time(row: dict[str, Any]) -> Optional[float]:
+    """The A/A column's time in a row, None where it is missing or its
+    check failed."""
+    if row.get(f"{AA_COLUMN}_check") == "fail":
+        return None
+    return row.get(f"{AA_COLUMN}_us") or None
+
+
 def aa_band_line(rows: list[dict[str, Any]]) -> Optional[str]:
     """With an A/A column (--aa): its time over ours' on these rows, as a
     geometric mean and a range, the band inside which a variant's ratio is
     not resolved by this run. None without one."""
-    ratios = [time_ratio(r, AA_COLUMN, "ours") for r in rows
-              if "fail" not in (r.get(f"{AA_COLUMN}_check"),
-                                r.get("ours_check"))]
-    ratios = [v for v in ratios if v is not None]
+    ratios = [_aa_time(r) / r["ours_us"] for r in rows
+              if _aa_time(r) and r.get("ours_us")
+              and r.get("ours_check") != "fail"]
     if not ratios:
         return None
     line = (f"A/A control ({AA_COLUMN}: ours again, nothing changed): "
@@ -212,14 +219,6 @@ def _target_row(target: str, measured: str,
             f"{_named(misses) if misses else ''} |")
 
 
-def _aa_time(row: dict[str, Any]) -> Optional[float]:
-    """The A/A column's time in a row, None where it is missing or its
-    check failed."""
-    if row.get(f"{AA_COLUMN}_check") == "fail":
-        return None
-    return row.get(f"{AA_COLUMN}_us") or None
-
-
 def target_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Issues 9's and 3's targets against this run: each target (its issue
     in parentheses), the measured value, whether it is met and the worst
@@ -250,23 +249,22 @@ def target_lines(rows: list[dict[str, Any]]) -> list[str]:
         has_aa = any(_aa_time(r) for r in mine)
         return f"; {count} also in {AA_COLUMN}" if has_aa else ""
 
-    bf16_rows = {(r["case"], r["dist"], r["pass"]): r
-                 for r in rows if r["dtype"] == "bf16"}
-    bf16 = {key: r.get("ours_us") for key, r in bf16_rows.items()}
+    bf16 = {(r["case"], r["dist"], r["pass"]): r
+            for r in rows if r["dtype"] == "bf16"}
     for issue, dtype, limit in OVER_BF16_TARGETS:
         for _, pass_name in [g for g in groups(rows) if g[0] == dtype]:
             pairs = []
             for r in rows:
-                base = bf16.get((r["case"], r["dist"], r["pass"]))
+                base = bf16.get((r["case"], r["dist"], r["pass"]), {})
                 if (r["dtype"] == dtype and r["pass"] == pass_name
-                        and base and r.get("ours_us")):
-                    pairs.append((r["ours_us"] / base, r))
+                        and base.get("ours_us") and r.get("ours_us")):
+                    pairs.append((r["ours_us"] / base["ours_us"], r))
             if not pairs:
                 continue
             misses = [(v, r) for v, r in pairs if v > limit]
             # A missing time never counts: 0 over the base, or over inf.
             again = [r for _, r in misses
-                     if (_aa_time(r) or 0.0) > limit * (_aa_time(bf16_rows[
+                     if (_aa_time(r) or 0.0) > limit * (_aa_time(bf16[
                          (r["case"], r["dist"], r["pass"])]) or math.inf)]
             lines.append(_target_row(
                 f"({issue}) {dtype} {pass_name}: every row within "
