@@ -1179,6 +1179,9 @@ class HopperTestCase(GroupedMMTestCase):
             self.skipTest("Hopper (SM90) kernels only")
 
 
+_PADDED_K_COPY_ENV = "OVERLAP_OPS_SM90_TF32_PADDED_K_COPY"
+
+
 class TestTf32PaddedK(HopperTestCase):
     """TF32 grouped along K on Hopper's SM90 kernels: A and B copied
     K-major with each group's K range moved to a 16-byte boundary
@@ -1225,8 +1228,19 @@ class TestTf32PaddedK(HopperTestCase):
             names = [name for name, _ in launched_kernels(
                 lambda: _grouped_mm(a, b, offs, bias_t))]
         self.assertTrue(_sm90_gemm_names(names), names)
-        self.assertTrue(any("relayout_kernel" in name for name in names),
-                        names)
+        # The 16-byte gather copies an operand whose K is strided and whose
+        # other index is contiguous with a multiple of 4 floats (wgrad's
+        # layouts); the generic kernel copies the others.
+        gathers = (a_transposed and m % 4 == 0) + (not b_transposed
+                                                    and n % 4 == 0)
+        if os.environ.get(_PADDED_K_COPY_ENV) == "generic":
+            gathers = 0
+        self.assertEqual(
+            sum("padded_k_gather_kernel" in name for name in names),
+            gathers, names)
+        self.assertEqual(
+            sum("relayout_kernel" in name for name in names), 2 - gathers,
+            names)
 
     @parametrize("pattern", ["unaligned", "empty_and_k1", "skewed"])
     def test_group_starts_anywhere(self, device, pattern):
@@ -1249,6 +1263,29 @@ class TestTf32PaddedK(HopperTestCase):
         for a_t, b_t in [(False, False), (False, True), (True, True)]:
             self._run(device, [5, 18, 0, 33], m=40, n=56, a_transposed=a_t,
                       b_transposed=b_t)
+
+    def test_rows_not_a_multiple_of_4_floats(self, device):
+        # m = 30, n = 22: neither operand's contiguous index fills 16-byte
+        # runs, so the generic kernel copies both; m = 28, n = 22: a takes
+        # the gather, b the generic kernel.
+        self._run(device, [13, 0, 29, 6], m=30, n=22)
+        self._run(device, [13, 0, 29, 6], m=28, n=22)
+
+    def test_generic_copy_pinned(self, device):
+        # OVERLAP_OPS_SM90_TF32_PADDED_K_COPY=generic (A/B runs): the
+        # generic kernel copies both operands in wgrad's layouts too.
+        with unittest.mock.patch.dict(
+                os.environ, {_PADDED_K_COPY_ENV: "generic"}):
+            self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24)
+
+    def test_line_aligned_group_starts(self, device):
+        # OVERLAP_OPS_SM90_TF32_K_PAD=128 starts each group on a 128-byte
+        # line of the copies (32 floats) instead of 16 bytes.
+        with unittest.mock.patch.dict(
+                os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "128"}):
+            self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24)
+            self._run(device, [(i * 7) % 5 for i in range(1100)], m=16,
+                      n=8)
 
     def test_k_past_the_last_offset_is_ignored(self, device):
         # The copies leave K indices past offs[-1] out; the result ignores

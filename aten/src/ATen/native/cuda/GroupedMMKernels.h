@@ -128,7 +128,9 @@ void copy_within_sm_limit(
 // widened to padded_k_extent(K, num_groups, pad), each group's K range
 // moved to padded_k_start (GroupedMMArguments.cuh); dst's strides say its
 // major. Within the SM carveout like copy_within_sm_limit. The gaps
-// between groups are left unwritten: no kernel reads them.
+// between groups are written as zeros where a 16-byte gather kernel copies
+// (K strided in src, the other index contiguous), else left unwritten: no
+// kernel reads them.
 void copy_k_groups_padded(
     const Tensor& src, const Tensor& dst, const Tensor& offs,
     int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit);

@@ -6,8 +6,9 @@
 // beside the GEMM. A transposing copy runs here even without a carveout:
 // torch's copy then reads or writes across the contiguous dimension
 // (15.4 ms for gpt_oss_120b_w13's 8.5 GB float32 weights on the H200).
-// The same kernel writes the K-major copies with padded group starts that
-// TF32 on Hopper needs when the groups split K (copy_k_groups_padded).
+// The K-major copies with padded group starts that TF32 on Hopper needs
+// when the groups split K (copy_k_groups_padded) take a 16-byte gather
+// kernel in a weight gradient's layout, the same kernel otherwise.
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
@@ -16,6 +17,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 namespace at::native::grouped_mm {
@@ -168,6 +170,123 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
   }
 }
 
+// The padded copy for the layout a weight gradient's operands come in
+// (x^T and dy): K strided, the other index (x) contiguous. The generic
+// kernel above reads and writes one float per thread and instruction, and
+// ran at 1.5 TB/s on mixtral_8x7b_w13's wgrad copies on the H200
+// (results/kernels/2026-12-03g-padded-k-copies). This one is tiled by the
+// destination: each of a tile's K columns is one source row (or a gap),
+// read with 16-byte loads along x, and each destination row is written
+// with 16-byte stores along K, gaps as zeros.
+constexpr int kGatherK = 64;   // destination K columns per tile
+constexpr int kGatherX = 128;  // x per tile
+constexpr int kGatherThreads = 1024;
+constexpr int kGatherLoadRows = kGatherThreads / (kGatherX / 4);
+constexpr int kGatherStoreRows = kGatherThreads / (kGatherK / 4);
+
+struct GatherGeometry {
+  int64_t xs;            // the contiguous index's extent
+  int64_t src_k_stride;  // elements between consecutive K in src
+  int64_t dst_x_stride;  // elements between consecutive x in dst
+  int64_t width;         // dst's padded K extent, a multiple of 4
+};
+
+// The source K index whose value lands at padded index kd, or -1 for a
+// gap: the last group starting at or before kd, if kd is inside it.
+// Decreasing offsets make the starts non-monotonic; the index found then
+// still lies inside [0, extent).
+template <typename OffsT>
+__device__ int64_t padded_k_source(
+    const Geometry& geo, const OffsT* offs, int64_t kd) {
+  int64_t lo = 0;
+  int64_t hi = geo.num_groups;
+  while (lo < hi) {  // the first group starting past kd
+    const int64_t mid = (lo + hi) / 2;
+    if (group_problem(geo, offs, mid).a_offset <= kd) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) {
+    return -1;
+  }
+  const Group p = group_problem(geo, offs, lo - 1);
+  const int64_t i = kd - p.a_offset;
+  return i < p.k ? p.start + i : -1;
+}
+
+template <typename OffsT>
+__global__ void __launch_bounds__(kGatherThreads, 2) padded_k_gather_kernel(
+    GatherGeometry gg, const float* __restrict__ src, float* __restrict__ dst,
+    const OffsT* offs, Geometry geo) {
+  // One padding column: the store pass reads the tile down its columns.
+  __shared__ float tile[kGatherK][kGatherX + 1];
+  __shared__ int64_t source_k[kGatherK];
+  const int64_t tiles_x = (gg.xs + kGatherX - 1) / kGatherX;
+  const int64_t tiles = (gg.width + kGatherK - 1) / kGatherK * tiles_x;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t k0 = t / tiles_x * kGatherK;
+    const int64_t x0 = t % tiles_x * kGatherX;
+    if (threadIdx.x < kGatherK) {
+      const int64_t kd = k0 + threadIdx.x;
+      source_k[threadIdx.x] =
+          kd < gg.width ? padded_k_source(geo, offs, kd) : -1;
+    }
+    __syncthreads();
+    // Loads: 32 threads per source row, 4 floats each.
+    const int xq = threadIdx.x % (kGatherX / 4);
+    float4 staged[kGatherK / kGatherLoadRows];
+#pragma unroll
+    for (int p = 0; p < kGatherK / kGatherLoadRows; ++p) {
+      const int r = threadIdx.x / (kGatherX / 4) + p * kGatherLoadRows;
+      const int64_t k = source_k[r];
+      const int64_t x = x0 + 4 * xq;
+      staged[p] = k >= 0 && x < gg.xs
+          ? *reinterpret_cast<const float4*>(src + k * gg.src_k_stride + x)
+          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int p = 0; p < kGatherK / kGatherLoadRows; ++p) {
+      const int r = threadIdx.x / (kGatherX / 4) + p * kGatherLoadRows;
+      tile[r][4 * xq] = staged[p].x;
+      tile[r][4 * xq + 1] = staged[p].y;
+      tile[r][4 * xq + 2] = staged[p].z;
+      tile[r][4 * xq + 3] = staged[p].w;
+    }
+    __syncthreads();
+    // Stores: 16 threads per destination row, 4 K columns each.
+    const int kq = threadIdx.x % (kGatherK / 4);
+#pragma unroll
+    for (int p = 0; p < kGatherX / kGatherStoreRows; ++p) {
+      const int xl = threadIdx.x / (kGatherK / 4) + p * kGatherStoreRows;
+      const int64_t kd = k0 + 4 * kq;
+      if (x0 + xl < gg.xs && kd < gg.width) {
+        *reinterpret_cast<float4*>(dst + (x0 + xl) * gg.dst_x_stride + kd) =
+            make_float4(tile[4 * kq][xl], tile[4 * kq + 1][xl],
+                        tile[4 * kq + 2][xl], tile[4 * kq + 3][xl]);
+      }
+    }
+    __syncthreads();  // the tile and source_k are refilled for the next t
+  }
+}
+
+bool aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// The gather kernel's layout: x unit-stride in src, K unit-stride in dst,
+// and every 4-float run 16-byte aligned on both sides.
+bool gather_layout(const Tensor& src, const Tensor& dst, bool k_along_rows,
+                   int64_t width) {
+  const int k_dim = k_along_rows ? 0 : 1;
+  const int x_dim = 1 - k_dim;
+  return src.stride(x_dim) == 1 && src.stride(k_dim) % 4 == 0 &&
+      src.size(x_dim) % 4 == 0 && dst.stride(k_dim) == 1 &&
+      dst.stride(x_dim) % 4 == 0 && width % 4 == 0 &&
+      aligned_16(src.const_data_ptr()) && aligned_16(dst.const_data_ptr());
+}
+
 // A 1-D tensor (offs) as one row.
 OperandStrides strides_of(const Tensor& t) {
   if (t.dim() == 1) {
@@ -272,13 +391,36 @@ void copy_k_groups_padded(
   if (src.numel() == 0) {
     return;
   }
+  const int64_t width = dst.size(k_along_rows ? 0 : 1);
+  const Geometry geo = padded_k_geometry(num_groups, extent, pad);
+  // OVERLAP_OPS_SM90_TF32_PADDED_K_COPY=generic: the generic kernel in
+  // every layout (for A/B runs).
+  const bool gather = env_choice("OVERLAP_OPS_SM90_TF32_PADDED_K_COPY",
+                                 {"gather", "generic"}) != 2 &&
+      gather_layout(src, dst, k_along_rows, width);
   dispatch_offs(offs, [&](auto offs_data) {
     using OffsT = std::remove_const_t<
         std::remove_pointer_t<decltype(offs_data)>>;
-    launch_relayout<float, float>(
-        src, dst, copy_blocks(sm_limit),
-        PaddedKIndex<OffsT>{k_along_rows, offs_data,
-                            padded_k_geometry(num_groups, extent, pad)});
+    if (!gather) {
+      launch_relayout<float, float>(
+          src, dst, copy_blocks(sm_limit),
+          PaddedKIndex<OffsT>{k_along_rows, offs_data, geo});
+      return;
+    }
+    GatherGeometry gg;
+    gg.xs = src.size(k_along_rows ? 1 : 0);
+    gg.src_k_stride = src.stride(k_along_rows ? 0 : 1);
+    gg.dst_x_stride = dst.stride(k_along_rows ? 1 : 0);
+    gg.width = width;
+    const int64_t tiles = (width + kGatherK - 1) / kGatherK *
+        ((gg.xs + kGatherX - 1) / kGatherX);
+    const dim3 grid(static_cast<unsigned>(
+        std::max<int64_t>(1, std::min(tiles, copy_blocks(sm_limit)))));
+    padded_k_gather_kernel<OffsT>
+        <<<grid, kGatherThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            gg, src.const_data_ptr<float>(), dst.mutable_data_ptr<float>(),
+            offs_data, geo);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
