@@ -1198,15 +1198,20 @@ class TestTf32PaddedK(HopperTestCase):
 
     def _run(self, device, sizes, m, n, a_transposed=True,
              b_transposed=False, offs_dtype=torch.int32, extra_k=0,
-             bias=False):
+             bias=False, b_misaligned=False):
         """One call on the padded path, checked against float64 per group;
-        extra_k columns of a (rows of b) lie past offs[-1]."""
+        extra_k columns of a (rows of b) lie past offs[-1]; b_misaligned:
+        b a row-major view with row stride n + 1, starting 4 bytes into
+        its storage."""
         total = sum(sizes) + extra_k
         # wgrad's layouts: a = grad_out^T (column-major), b = x (row-major).
         a = _randn(m, total, device=device, dtype=torch.float32,
                    transposed=a_transposed)
         b = _randn(total, n, device=device, dtype=torch.float32,
                    transposed=b_transposed)
+        if b_misaligned:
+            b = _randn(total, n + 1, device=device,
+                       dtype=torch.float32)[:, 1:]
         offs = make_offsets(sizes, device).to(offs_dtype)
         bias_t = (torch.randn(len(sizes), n, device=device) if bias
                   else None)
@@ -1231,8 +1236,8 @@ class TestTf32PaddedK(HopperTestCase):
         # The 16-byte gather copies an operand whose K is strided and whose
         # other index is contiguous with a multiple of 4 floats (wgrad's
         # layouts); the generic kernel copies the others.
-        gathers = (a_transposed and m % 4 == 0) + (not b_transposed
-                                                    and n % 4 == 0)
+        gathers = (a_transposed and m % 4 == 0) + (
+            not b_transposed and n % 4 == 0 and not b_misaligned)
         if os.environ.get(_PADDED_K_COPY_ENV) == "generic":
             gathers = 0
         self.assertEqual(
@@ -1264,12 +1269,14 @@ class TestTf32PaddedK(HopperTestCase):
             self._run(device, [5, 18, 0, 33], m=40, n=56, a_transposed=a_t,
                       b_transposed=b_t)
 
-    def test_rows_not_a_multiple_of_4_floats(self, device):
-        # m = 30, n = 22: neither operand's contiguous index fills 16-byte
-        # runs, so the generic kernel copies both; m = 28, n = 22: a takes
-        # the gather, b the generic kernel.
-        self._run(device, [13, 0, 29, 6], m=30, n=22)
-        self._run(device, [13, 0, 29, 6], m=28, n=22)
+    def test_operands_the_gather_cannot_read(self, device):
+        # m = 30: a's K stride (30 floats) breaks 16-byte runs, so the
+        # generic kernel copies a and the gather b. (n must stay a multiple
+        # of 4: the output rows have to be 16-byte aligned for the Hopper
+        # kernels.) Then b unaligned (row stride 25, base 4 bytes in): the
+        # generic kernel copies b, the gather a.
+        self._run(device, [13, 0, 29, 6], m=30, n=24)
+        self._run(device, [13, 0, 29, 6], m=28, n=24, b_misaligned=True)
 
     def test_generic_copy_pinned(self, device):
         # OVERLAP_OPS_SM90_TF32_PADDED_K_COPY=generic (A/B runs): the
