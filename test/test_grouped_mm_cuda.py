@@ -1134,6 +1134,31 @@ class TestHopperTf32Route(TestCase):
                          "sm80")
 
     @needs_extension
+    def test_k_group_pad_lines_from_256_tokens_per_group(self):
+        # GroupedMMTf32Route.h: groups start on 128-byte lines (32 floats)
+        # of the padded copies from 256 tokens per group on average
+        # (0.81-0.98x the time of 16-byte starts on the H200), else on 16
+        # bytes (4 floats; at 8 and 64 tokens per group the wider copies
+        # cost more than the lines save, at 128 neither won).
+        def line_aligned(tokens, groups):
+            pad = torch.ops.overlap_ops._tf32_k_group_pad(tokens, groups)
+            self.assertIn(pad, (4, 32))
+            return pad == 32
+        rows = {
+            ("qwen3_decode", 1024, 128): False,        # 1.12-1.14x
+            ("deepseek_v3_decode", 2048, 32): False,   # 1.02-1.03x
+            ("grin_moe", 1024, 8): False,              # 0.98-1.01x
+            ("gpt_oss_120b_w13", 32768, 128): True,    # 0.93-0.96x
+            ("qwen3_30b_a3b_w13", 65536, 128): True,   # 0.95-0.98x
+            ("deepseek_v3_ep8_w2", 32768, 32): True,   # 0.92x
+            ("mixtral_8x7b_w13", 32768, 8): True,      # 0.81-0.93x
+        }
+        _check_rows_per_group_rule(self, line_aligned, rows)
+        self.assertFalse(line_aligned(256 * 5 - 1, 5))
+        self.assertTrue(line_aligned(256 * 5, 5))
+        self.assertFalse(line_aligned(0, 3))
+
+    @needs_extension
     def test_padded_k_layout_aligns_and_never_overlaps(self):
         # The 2d x 2d copies SM90 reads (GroupedMMPaddedK.h): every group
         # starts at a multiple of the pad, after the previous group's end,
@@ -1143,7 +1168,7 @@ class TestHopperTf32Route(TestCase):
                     [4, 8, 12], [(i * 7) % 5 for i in range(1500)],
                     torch.randint(0, 40, (300,), generator=gen).tolist()]
         for sizes in patterns:
-            for pad in (1, 4, 8):
+            for pad in (1, 4, 8, 32):
                 layout = torch.ops.overlap_ops._tf32_padded_k_layout(sizes,
                                                                     pad)
                 starts, width = layout[:-1], layout[-1]
@@ -1184,7 +1209,8 @@ _PADDED_K_COPY_ENV = "OVERLAP_OPS_SM90_TF32_PADDED_K_COPY"
 
 class TestTf32PaddedK(HopperTestCase):
     """TF32 grouped along K on Hopper's SM90 kernels: A and B copied
-    K-major with each group's K range moved to a 16-byte boundary
+    K-major with each group's K range moved to a 16-byte boundary, or a
+    128-byte line from 256 tokens per group on average
     (copy_k_groups_padded), since TMA needs aligned group bases and the
     offsets are arbitrary. Forced here with OVERLAP_OPS_GROUPED_MM_BACKEND
     =sm90 (the default route takes them only for large m and n, which
@@ -1286,13 +1312,19 @@ class TestTf32PaddedK(HopperTestCase):
             self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24)
 
     def test_line_aligned_group_starts(self, device):
-        # OVERLAP_OPS_SM90_TF32_K_PAD=128 starts each group on a 128-byte
-        # line of the copies (32 floats) instead of 16 bytes.
+        # Groups on 128-byte lines of the copies (32 floats): by default
+        # from 256 tokens per group on average, here also pinned
+        # (OVERLAP_OPS_SM90_TF32_K_PAD=128) on small groups and > 1024
+        # groups, and 16 bytes pinned on large ones.
+        self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24)
         with unittest.mock.patch.dict(
                 os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "128"}):
             self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24)
             self._run(device, [(i * 7) % 5 for i in range(1100)], m=16,
                       n=8)
+        with unittest.mock.patch.dict(
+                os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "16"}):
+            self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24)
 
     def test_k_past_the_last_offset_is_ignored(self, device):
         # The copies leave K indices past offs[-1] out; the result ignores

@@ -74,6 +74,13 @@ bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups) {
   return at::native::grouped_mm::sm90::tf32_mn_b_cluster_wins(rows, groups);
 }
 
+// How many floats the padded copies align each group's start to, for
+// `tokens` grouped along K in `groups` groups (tf32_k_group_pad).
+int64_t tf32_k_group_pad(int64_t tokens, int64_t groups) {
+  check_rows_and_groups(tokens, groups);
+  return at::native::grouped_mm::tf32_k_group_pad(tokens, groups);
+}
+
 // Each group's first K index in the padded copies, then their K width,
 // for groups of these sizes (in order, as the offsets give them).
 std::vector<int64_t> tf32_padded_k_layout(
@@ -109,6 +116,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::tf32_mn_b_token_split_wins);
   m.def("_sm90_tf32_mn_b_cluster(int rows, int groups) -> bool",
         &overlap_ops::sm90_tf32_mn_b_cluster);
+  m.def("_tf32_k_group_pad(int tokens, int groups) -> int",
+        &overlap_ops::tf32_k_group_pad);
   m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
         &overlap_ops::tf32_padded_k_layout);
 }

@@ -18,17 +18,21 @@ namespace at::native::grouped_mm {
 namespace {
 
 constexpr int64_t kTmaAlignBytes = 16;
+static_assert(kTf32KTmaPad * sizeof(float) == kTmaAlignBytes);
 
 // TF32 grouped along K: the K-major copies start each group at a multiple
-// of this many floats (settle_k_padded_operands): TMA's 16 bytes, or with
-// OVERLAP_OPS_SM90_TF32_K_PAD=128 a 128-byte line, so no K tile of a
-// group straddles two lines (for A/B runs).
-int64_t tf32_k_group_pad() {
-  const int64_t bytes =
-      env_choice("OVERLAP_OPS_SM90_TF32_K_PAD", {"16", "128"}) == 2
-      ? 128
-      : kTmaAlignBytes;
-  return bytes / static_cast<int64_t>(sizeof(float));
+// of this many floats (settle_k_padded_operands), by the route's rule
+// (tf32_k_group_pad) or OVERLAP_OPS_SM90_TF32_K_PAD=16|128 bytes pinned
+// (for A/B runs).
+int64_t chosen_k_group_pad(const Geometry& geo) {
+  switch (env_choice("OVERLAP_OPS_SM90_TF32_K_PAD", {"16", "128"})) {
+    case 1:
+      return kTf32KTmaPad;
+    case 2:
+      return kTf32KLinePad;
+    default:
+      return tf32_k_group_pad(geo.extent, geo.num_groups);
+  }
 }
 
 // TF32 WGMMA reads K-major operands only (A row-major, B column-major);
@@ -58,7 +62,7 @@ bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
                      std::optional<Major> need_b, bool padded_k_on) {
   const bool grouped_along_k = geo.grouped == GroupedDim::kReduction;
   if (grouped_along_k &&
-      padded_k_extent(geo.extent, geo.num_groups, tf32_k_group_pad()) >
+      padded_k_extent(geo.extent, geo.num_groups, chosen_k_group_pad(geo)) >
           std::numeric_limits<int32_t>::max()) {
     return false;
   }
@@ -601,7 +605,7 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
     return leave_sm90();  // before the copies: the output decides alone here
   }
   const SettledOperands ops = padded_k
-      ? settle_k_padded_operands(args, tf32_k_group_pad())
+      ? settle_k_padded_operands(args, chosen_k_group_pad(args.geo))
       : settle_operands(args, need_a, need_b);
   if (!operands_aligned(args, ops, kTmaAlignBytes)) {
     return leave_sm90();

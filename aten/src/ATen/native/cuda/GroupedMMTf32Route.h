@@ -134,4 +134,26 @@ inline bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
 // runs the groups of at most this many rows on it.
 constexpr int64_t kMnBNarrowTokens = 128;
 
+// Grouped along K, the SM90 path reads K-major copies whose groups start
+// at a multiple of this many floats (GroupedMMPaddedK.h). 16 bytes is all
+// TMA needs, but then the K tiles of most groups straddle two 128-byte
+// lines, and the GEMM pays for it: with groups on 128-byte lines it took
+// 0.81-0.85x the time on Mixtral's wgrad, the copies 0.92x
+// (results/kernels/2026-12-03g-gather-and-pad.md). Each group widens the
+// copies by up to a line, which small groups pay for instead. Measured on
+// every TF32 wgrad row in one run (results/tf32/2026-12-03g-kpad), 128-byte
+// starts over 16-byte ones: 0.81-0.98x the time at 256 to 4096 tokens per
+// group on average, 0.98-1.01x at 128 (grin_moe), 1.02-1.03x at 64
+// (deepseek_v3_decode), 1.12-1.14x at 8 (qwen3_decode).
+constexpr int64_t kTf32KTmaPad = 4;   // floats: 16 bytes
+constexpr int64_t kTf32KLinePad = 32;  // floats: a 128-byte line
+constexpr int64_t kTf32KLinePadMinTokensPerGroup = 256;
+
+// tokens: the grouped K extent (host-known), groups: G.
+inline int64_t tf32_k_group_pad(int64_t tokens, int64_t groups) {
+  return groups > 0 && tokens >= kTf32KLinePadMinTokensPerGroup * groups
+      ? kTf32KLinePad
+      : kTf32KTmaPad;
+}
+
 }  // namespace at::native::grouped_mm
