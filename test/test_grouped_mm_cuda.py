@@ -1224,11 +1224,15 @@ class TestTf32PaddedK(HopperTestCase):
 
     def _run(self, device, sizes, m, n, a_transposed=True,
              b_transposed=False, offs_dtype=torch.int32, extra_k=0,
-             bias=False, b_misaligned=False):
+             bias=False, b_misaligned=False, deferred=None):
         """One call on the padded path, checked against float64 per group;
         extra_k columns of a (rows of b) lie past offs[-1]; b_misaligned:
         b a row-major view with row stride n + 1, starting 4 bytes into
-        its storage."""
+        its storage. The check of which kernels ran uses the profiler,
+        which skips the test under compute-sanitizer: a test making more
+        than one call passes a list as deferred, gets the checks appended
+        and runs them after its last call, so every call runs under
+        memcheck first."""
         total = sum(sizes) + extra_k
         # wgrad's layouts: a = grad_out^T (column-major), b = x (row-major).
         a = _randn(m, total, device=device, dtype=torch.float32,
@@ -1254,11 +1258,6 @@ class TestTf32PaddedK(HopperTestCase):
             assert_matches_reference(
                 self, out, reference_grouped_mm(a, b, offs, bias_t), 2, 2,
                 offs, tolerance(torch.float32, self.device_type))
-            # Last: under compute-sanitizer the profiler records nothing and
-            # this skips, after the kernels above ran under memcheck.
-            names = [name for name, _ in launched_kernels(
-                lambda: _grouped_mm(a, b, offs, bias_t))]
-        self.assertTrue(_sm90_gemm_names(names), names)
         # The 16-byte gather copies an operand whose K is strided and whose
         # other index is contiguous with a multiple of 4 floats (wgrad's
         # layouts); the generic kernel copies the others.
@@ -1266,12 +1265,30 @@ class TestTf32PaddedK(HopperTestCase):
             not b_transposed and n % 4 == 0 and not b_misaligned)
         if os.environ.get(_PADDED_K_COPY_ENV) == "generic":
             gathers = 0
-        self.assertEqual(
-            sum("padded_k_gather_kernel" in name for name in names),
-            gathers, names)
-        self.assertEqual(
-            sum("relayout_kernel" in name for name in names), 2 - gathers,
-            names)
+        # The switches this call ran under, for a check run later.
+        env = {name: value for name, value in os.environ.items()
+               if name.startswith("OVERLAP_OPS_")}
+
+        def check_kernels():
+            # Under compute-sanitizer the profiler records nothing and this
+            # skips, after the kernels above ran under memcheck.
+            with _allow_tf32(True), \
+                    unittest.mock.patch.dict(os.environ, env), \
+                    self._forced_sm90():
+                names = [name for name, _ in launched_kernels(
+                    lambda: _grouped_mm(a, b, offs, bias_t))]
+            self.assertTrue(_sm90_gemm_names(names), names)
+            self.assertEqual(
+                sum("padded_k_gather_kernel" in name for name in names),
+                gathers, names)
+            self.assertEqual(
+                sum("relayout_kernel" in name for name in names),
+                2 - gathers, names)
+
+        if deferred is None:
+            check_kernels()
+        else:
+            deferred.append(check_kernels)
 
     @parametrize("pattern", ["unaligned", "empty_and_k1", "skewed"])
     def test_group_starts_anywhere(self, device, pattern):
@@ -1291,9 +1308,12 @@ class TestTf32PaddedK(HopperTestCase):
 
     def test_operands_of_any_major(self, device):
         # Each copy reads whichever major the operand has.
+        checks = []
         for a_t, b_t in [(False, False), (False, True), (True, True)]:
             self._run(device, [5, 18, 0, 33], m=40, n=56, a_transposed=a_t,
-                      b_transposed=b_t)
+                      b_transposed=b_t, deferred=checks)
+        for check in checks:
+            check()
 
     def test_operands_the_gather_cannot_read(self, device):
         # m = 30: a's K stride (30 floats) breaks 16-byte runs, so the
@@ -1301,8 +1321,12 @@ class TestTf32PaddedK(HopperTestCase):
         # of 4: the output rows have to be 16-byte aligned for the Hopper
         # kernels.) Then b unaligned (row stride 25, base 4 bytes in): the
         # generic kernel copies b, the gather a.
-        self._run(device, [13, 0, 29, 6], m=30, n=24)
-        self._run(device, [13, 0, 29, 6], m=28, n=24, b_misaligned=True)
+        checks = []
+        self._run(device, [13, 0, 29, 6], m=30, n=24, deferred=checks)
+        self._run(device, [13, 0, 29, 6], m=28, n=24, b_misaligned=True,
+                  deferred=checks)
+        for check in checks:
+            check()
 
     def test_generic_copy_pinned(self, device):
         # OVERLAP_OPS_SM90_TF32_PADDED_K_COPY=generic (A/B runs): the
@@ -1316,15 +1340,21 @@ class TestTf32PaddedK(HopperTestCase):
         # from 256 tokens per group on average, here also pinned
         # (OVERLAP_OPS_SM90_TF32_K_PAD=128) on small groups and > 1024
         # groups, and 16 bytes pinned on large ones.
-        self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24)
+        checks = []
+        self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24,
+                  deferred=checks)
         with unittest.mock.patch.dict(
                 os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "128"}):
-            self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24)
+            self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24,
+                      deferred=checks)
             self._run(device, [(i * 7) % 5 for i in range(1100)], m=16,
-                      n=8)
+                      n=8, deferred=checks)
         with unittest.mock.patch.dict(
                 os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "16"}):
-            self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24)
+            self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24,
+                      deferred=checks)
+        for check in checks:
+            check()
 
     def test_k_past_the_last_offset_is_ignored(self, device):
         # The copies leave K indices past offs[-1] out; the result ignores
