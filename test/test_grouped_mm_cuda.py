@@ -1138,15 +1138,15 @@ class TestHopperTf32Route(TestCase):
         # GroupedMMTf32Route.h: groups start on 128-byte lines (32 floats)
         # of the padded copies from 256 tokens per group on average
         # (0.81-0.98x the time of 16-byte starts on the H200), else on 16
-        # bytes (4 floats; at 8 and 64 tokens per group the wider copies
-        # cost more than the lines save, at 128 neither won).
+        # bytes (4 floats; at 8 tokens per group the wider copies cost
+        # more than the lines save, at 64 and 128 neither clearly won).
         def line_aligned(tokens, groups):
             pad = torch.ops.overlap_ops._tf32_k_group_pad(tokens, groups)
             self.assertIn(pad, (4, 32))
             return pad == 32
         rows = {
             ("qwen3_decode", 1024, 128): False,        # 1.12-1.14x
-            ("deepseek_v3_decode", 2048, 32): False,   # 1.02-1.03x
+            ("deepseek_v3_decode", 2048, 32): False,   # 1.02-1.03x, A/A 1.02
             ("grin_moe", 1024, 8): False,              # 0.98-1.01x
             ("gpt_oss_120b_w13", 32768, 128): True,    # 0.93-0.96x
             ("qwen3_30b_a3b_w13", 65536, 128): True,   # 0.95-0.98x
@@ -1246,7 +1246,10 @@ class TestTf32PaddedK(HopperTestCase):
         bias_t = (torch.randn(len(sizes), n, device=device) if bias
                   else None)
         groups = len(sizes)
-        width = (total + 3) // 4 * 4 + 4 * groups
+        pad = {"16": 4, "128": 32}.get(
+            os.environ.get("OVERLAP_OPS_SM90_TF32_K_PAD", ""),
+            torch.ops.overlap_ops._tf32_k_group_pad(total, groups))
+        width = (total + pad - 1) // pad * pad + pad * groups
         with _allow_tf32(True), self._forced_sm90():
             # NaN blocks where the padded copies and the output will be
             # allocated, all alive at once so each gets its own memory: a
@@ -1330,10 +1333,20 @@ class TestTf32PaddedK(HopperTestCase):
 
     def test_generic_copy_pinned(self, device):
         # OVERLAP_OPS_SM90_TF32_PADDED_K_COPY=generic (A/B runs): the
-        # generic kernel copies both operands in wgrad's layouts too.
+        # generic kernel copies both operands in wgrad's layouts too. It
+        # leaves the gaps between groups unwritten (the gather writes
+        # zeros), so this is where the NaN-filled memory under the copies
+        # would show a GEMM reading a gap.
+        checks = []
         with unittest.mock.patch.dict(
                 os.environ, {_PADDED_K_COPY_ENV: "generic"}):
-            self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24)
+            self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24,
+                      deferred=checks)
+            # And on 128-byte lines (from 256 tokens per group by default).
+            self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24,
+                      deferred=checks)
+        for check in checks:
+            check()
 
     def test_line_aligned_group_starts(self, device):
         # Groups on 128-byte lines of the copies (32 floats): by default

@@ -22,16 +22,22 @@ static_assert(kTf32KTmaPad * sizeof(float) == kTmaAlignBytes);
 
 // TF32 grouped along K: the K-major copies start each group at a multiple
 // of this many floats (settle_k_padded_operands), by the route's rule
-// (tf32_k_group_pad) or OVERLAP_OPS_SM90_TF32_K_PAD=16|128 bytes pinned
-// (for A/B runs).
+// (tf32_k_group_pad; 16 bytes where lines would widen the copies past
+// int32, which 16 bytes might not) or OVERLAP_OPS_SM90_TF32_K_PAD=16|128
+// bytes pinned (for A/B runs).
 int64_t chosen_k_group_pad(const Geometry& geo) {
   switch (env_choice("OVERLAP_OPS_SM90_TF32_K_PAD", {"16", "128"})) {
     case 1:
       return kTf32KTmaPad;
     case 2:
       return kTf32KLinePad;
-    default:
-      return tf32_k_group_pad(geo.extent, geo.num_groups);
+    default: {
+      const int64_t pad = tf32_k_group_pad(geo.extent, geo.num_groups);
+      return padded_k_extent(geo.extent, geo.num_groups, pad) >
+              std::numeric_limits<int32_t>::max()
+          ? kTf32KTmaPad
+          : pad;
+    }
   }
 }
 

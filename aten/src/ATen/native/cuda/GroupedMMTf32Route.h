@@ -144,7 +144,8 @@ constexpr int64_t kMnBNarrowTokens = 128;
 // every TF32 wgrad row in one run (results/tf32/2026-12-03g-kpad), 128-byte
 // starts over 16-byte ones: 0.81-0.98x the time at 256 to 4096 tokens per
 // group on average, 0.98-1.01x at 128 (grin_moe), 1.02-1.03x at 64
-// (deepseek_v3_decode), 1.12-1.14x at 8 (qwen3_decode).
+// (deepseek_v3_decode; two of its three rows inside the run's A/A band of
+// 0.98-1.02), 1.12-1.14x at 8 (qwen3_decode).
 constexpr int64_t kTf32KTmaPad = 4;   // floats: 16 bytes
 constexpr int64_t kTf32KLinePad = 32;  // floats: a 128-byte line
 constexpr int64_t kTf32KLinePadMinTokensPerGroup = 256;
