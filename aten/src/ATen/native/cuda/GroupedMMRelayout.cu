@@ -11,13 +11,13 @@
 // kernel in a weight gradient's layout, the same kernel otherwise.
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
+#include <ATen/native/cuda/GroupedMMOperandLayout.h>
 
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <type_traits>
 
 namespace at::native::grouped_mm {
@@ -271,20 +271,46 @@ __global__ void __launch_bounds__(kGatherThreads, 2) padded_k_gather_kernel(
   }
 }
 
-bool aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // The gather kernel's layout: x unit-stride in src, K unit-stride in dst,
-// and every 4-float run 16-byte aligned on both sides.
+// and every 4-float run 16-byte aligned on both sides (src's leading
+// dimension is its K stride, dst's its x stride).
 bool gather_layout(const Tensor& src, const Tensor& dst, bool k_along_rows,
                    int64_t width) {
   const int k_dim = k_along_rows ? 0 : 1;
   const int x_dim = 1 - k_dim;
-  return src.stride(x_dim) == 1 && src.stride(k_dim) % 4 == 0 &&
-      src.size(x_dim) % 4 == 0 && dst.stride(k_dim) == 1 &&
-      dst.stride(x_dim) % 4 == 0 && width % 4 == 0 &&
-      aligned_16(src.const_data_ptr()) && aligned_16(dst.const_data_ptr());
+  const Major src_major = k_along_rows ? Major::kRow : Major::kCol;
+  const Major dst_major = k_along_rows ? Major::kCol : Major::kRow;
+  return src.stride(x_dim) == 1 && src.size(x_dim) % 4 == 0 &&
+      dst.stride(k_dim) == 1 && width % 4 == 0 &&
+      aligned(src, operand_strides(src), src_major, 4) &&
+      aligned(dst, operand_strides(dst), dst_major, 4);
+}
+
+// A persistent grid: one CTA per tile, at most max_blocks.
+dim3 persistent_grid(int64_t tiles, int64_t max_blocks) {
+  return dim3(static_cast<unsigned>(
+      std::max<int64_t>(1, std::min(tiles, max_blocks))));
+}
+
+template <typename OffsT>
+void launch_padded_k_gather(
+    const Tensor& src, const Tensor& dst, bool k_along_rows, int64_t width,
+    int64_t max_blocks, const OffsT* offs, const Geometry& geo) {
+  const int k_dim = k_along_rows ? 0 : 1;
+  const int x_dim = 1 - k_dim;
+  GatherGeometry gg;
+  gg.xs = src.size(x_dim);
+  gg.src_k_stride = src.stride(k_dim);
+  gg.dst_x_stride = dst.stride(x_dim);
+  gg.width = width;
+  const int64_t tiles = (width + kGatherK - 1) / kGatherK *
+      ((gg.xs + kGatherX - 1) / kGatherX);
+  padded_k_gather_kernel<OffsT>
+      <<<persistent_grid(tiles, max_blocks), kGatherThreads, 0,
+         at::cuda::getCurrentCUDAStream()>>>(
+          gg, src.const_data_ptr<float>(), dst.mutable_data_ptr<float>(),
+          offs, geo);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // A 1-D tensor (offs) as one row.
@@ -309,10 +335,9 @@ void launch_relayout(
   geo.dst = strides_of(dst);
   const int64_t tiles = geo.batches * ((geo.rows + kTile - 1) / kTile) *
       ((geo.cols + kTile - 1) / kTile);
-  const dim3 grid(
-      static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, max_blocks))));
   relayout_kernel<In, Out, DstIndex>
-      <<<grid, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      <<<persistent_grid(tiles, max_blocks), kThreads, 0,
+         at::cuda::getCurrentCUDAStream()>>>(
           geo, src.const_data_ptr<In>(), dst.mutable_data_ptr<Out>(),
           dst_index);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -401,26 +426,14 @@ void copy_k_groups_padded(
   dispatch_offs(offs, [&](auto offs_data) {
     using OffsT = std::remove_const_t<
         std::remove_pointer_t<decltype(offs_data)>>;
-    if (!gather) {
+    if (gather) {
+      launch_padded_k_gather(src, dst, k_along_rows, width,
+                             copy_blocks(sm_limit), offs_data, geo);
+    } else {
       launch_relayout<float, float>(
           src, dst, copy_blocks(sm_limit),
           PaddedKIndex<OffsT>{k_along_rows, offs_data, geo});
-      return;
     }
-    GatherGeometry gg;
-    gg.xs = src.size(k_along_rows ? 1 : 0);
-    gg.src_k_stride = src.stride(k_along_rows ? 0 : 1);
-    gg.dst_x_stride = dst.stride(k_along_rows ? 1 : 0);
-    gg.width = width;
-    const int64_t tiles = (width + kGatherK - 1) / kGatherK *
-        ((gg.xs + kGatherX - 1) / kGatherX);
-    const dim3 grid(static_cast<unsigned>(
-        std::max<int64_t>(1, std::min(tiles, copy_blocks(sm_limit)))));
-    padded_k_gather_kernel<OffsT>
-        <<<grid, kGatherThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            gg, src.const_data_ptr<float>(), dst.mutable_data_ptr<float>(),
-            offs_data, geo);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
