@@ -1205,6 +1205,7 @@ class HopperTestCase(GroupedMMTestCase):
 
 
 _PADDED_K_COPY_ENV = "OVERLAP_OPS_SM90_TF32_PADDED_K_COPY"
+_K_PAD_ENV = "OVERLAP_OPS_SM90_TF32_K_PAD"
 
 
 class TestTf32PaddedK(HopperTestCase):
@@ -1247,7 +1248,7 @@ class TestTf32PaddedK(HopperTestCase):
                   else None)
         groups = len(sizes)
         pad = {"16": 4, "128": 32}.get(
-            os.environ.get("OVERLAP_OPS_SM90_TF32_K_PAD", ""),
+            os.environ.get(_K_PAD_ENV, ""),
             torch.ops.overlap_ops._tf32_k_group_pad(total, groups))
         width = (total + pad - 1) // pad * pad + pad * groups
         with _allow_tf32(True), self._forced_sm90():
@@ -1357,13 +1358,13 @@ class TestTf32PaddedK(HopperTestCase):
         self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24,
                   deferred=checks)
         with unittest.mock.patch.dict(
-                os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "128"}):
+                os.environ, {_K_PAD_ENV: "128"}):
             self._run(device, [13, 7, 0, 50, 1, 33], m=40, n=24,
                       deferred=checks)
             self._run(device, [(i * 7) % 5 for i in range(1100)], m=16,
                       n=8, deferred=checks)
         with unittest.mock.patch.dict(
-                os.environ, {"OVERLAP_OPS_SM90_TF32_K_PAD": "16"}):
+                os.environ, {_K_PAD_ENV: "16"}):
             self._run(device, [300, 257, 0, 511, 1, 500], m=40, n=24,
                       deferred=checks)
         for check in checks:
