@@ -7,8 +7,9 @@
 // torch's copy then reads or writes across the contiguous dimension
 // (15.4 ms for gpt_oss_120b_w13's 8.5 GB float32 weights on the H200).
 // The K-major copies with padded group starts that TF32 on Hopper needs
-// when the groups split K (copy_k_groups_padded) take a 16-byte gather
-// kernel in a weight gradient's layout, the same kernel otherwise.
+// when the groups split K (copy_k_groups_padded) take a 4 x 4 register
+// transpose kernel in a weight gradient's layout, the same kernel
+// otherwise.
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
@@ -174,15 +175,20 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
 // (x^T and dy): K strided, the other index (x) contiguous. The generic
 // kernel above reads and writes one float per thread and instruction, and
 // ran at 1.5 TB/s on mixtral_8x7b_w13's wgrad copies on the H200
-// (results/kernels/2026-12-03g-padded-k-copies). This one is tiled by the
-// destination: each of a tile's K columns is one source row (or a gap),
-// read with 16-byte loads along x, and each destination row is written
-// with 16-byte stores along K, gaps as zeros.
-constexpr int kGatherK = 64;   // destination K columns per tile
-constexpr int kGatherX = 128;  // x per tile
-constexpr int kGatherThreads = 1024;
-constexpr int kGatherLoadRows = kGatherThreads / (kGatherX / 4);
-constexpr int kGatherStoreRows = kGatherThreads / (kGatherK / 4);
+// (results/kernels/2026-12-03g-padded-k-copies); a 64 x 128 shared-memory
+// tile read with 16-byte loads reached 1.7-1.9 TB/s. This one has no
+// shared memory and no barrier: each thread moves a 4 x 4 block, four
+// 16-byte loads from four consecutive source K rows, a transpose in
+// registers and four 16-byte stores along K. A padded group starts at a
+// multiple of 4 floats, so a quad of padded K lies in one group or in a
+// gap. A warp covers 8 K quads by 4 x quads: its loads read 64-byte runs
+// and its stores write 128-byte runs, whole sectors on both sides.
+constexpr int kQuad = 4;
+constexpr int kWarpKQuads = 8;
+constexpr int kWarpXQuads = 32 / kWarpKQuads;
+constexpr int kGatherThreads = 512;
+constexpr int kGatherK = kQuad * kWarpKQuads;
+constexpr int kGatherX = kQuad * kWarpXQuads * (kGatherThreads / 32);
 
 struct GatherGeometry {
   int64_t xs;            // the contiguous index's extent
@@ -191,12 +197,18 @@ struct GatherGeometry {
   int64_t width;         // dst's padded K extent, a multiple of 4
 };
 
-// The source K index whose value lands at padded index kd, or -1 for a
-// gap: the last group starting at or before kd, if kd is inside it.
-// Decreasing offsets make the starts non-monotonic; the index found then
-// still lies inside [0, extent).
+// Where padded index kd reads from: source K index k, and the indices its
+// group has left from there (run = 0: kd is in a gap).
+struct PaddedKSource {
+  int64_t k;
+  int64_t run;
+};
+
+// The last group starting at or before kd, if kd is inside it. Decreasing
+// offsets make the starts non-monotonic; the run found then still ends
+// inside [0, extent).
 template <typename OffsT>
-__device__ int64_t padded_k_source(
+__device__ PaddedKSource padded_k_source(
     const Geometry& geo, const OffsT* offs, int64_t kd) {
   int64_t lo = 0;
   int64_t hi = geo.num_groups;
@@ -209,65 +221,51 @@ __device__ int64_t padded_k_source(
     }
   }
   if (lo == 0) {
-    return -1;
+    return {0, 0};
   }
   const Group p = group_problem(geo, offs, lo - 1);
   const int64_t i = kd - p.a_offset;
-  return i < p.k ? p.start + i : -1;
+  return i < p.k ? PaddedKSource{p.start + i, p.k - i} : PaddedKSource{0, 0};
 }
 
 template <typename OffsT>
 __global__ void __launch_bounds__(kGatherThreads, 2) padded_k_gather_kernel(
     GatherGeometry gg, const float* __restrict__ src, float* __restrict__ dst,
     const OffsT* offs, Geometry geo) {
-  // One padding column: the store pass reads the tile down its columns.
-  __shared__ float tile[kGatherK][kGatherX + 1];
-  __shared__ int64_t source_k[kGatherK];
+  const int lane = threadIdx.x % 32;
+  const int kq = lane % kWarpKQuads;
+  const int xq = lane / kWarpKQuads + kWarpXQuads * (threadIdx.x / 32);
   const int64_t tiles_x = (gg.xs + kGatherX - 1) / kGatherX;
   const int64_t tiles = (gg.width + kGatherK - 1) / kGatherK * tiles_x;
+  int64_t searched_kd = -1;
+  PaddedKSource from{0, 0};
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t k0 = t / tiles_x * kGatherK;
-    const int64_t x0 = t % tiles_x * kGatherX;
-    if (threadIdx.x < kGatherK) {
-      const int64_t kd = k0 + threadIdx.x;
-      source_k[threadIdx.x] =
-          kd < gg.width ? padded_k_source(geo, offs, kd) : -1;
+    const int64_t kd = t / tiles_x * kGatherK + kQuad * kq;
+    const int64_t x = t % tiles_x * kGatherX + kQuad * xq;
+    if (kd >= gg.width || x >= gg.xs) {
+      continue;
     }
-    __syncthreads();
-    // Loads: 32 threads per source row, 4 floats each.
-    const int xq = threadIdx.x % (kGatherX / 4);
-    float4 staged[kGatherK / kGatherLoadRows];
+    if (kd != searched_kd) {  // a block's next tile may share its K
+      searched_kd = kd;
+      from = padded_k_source(geo, offs, kd);
+    }
+    float4 v[kQuad];
 #pragma unroll
-    for (int p = 0; p < kGatherK / kGatherLoadRows; ++p) {
-      const int r = threadIdx.x / (kGatherX / 4) + p * kGatherLoadRows;
-      const int64_t k = source_k[r];
-      const int64_t x = x0 + 4 * xq;
-      staged[p] = k >= 0 && x < gg.xs
-          ? *reinterpret_cast<const float4*>(src + k * gg.src_k_stride + x)
+    for (int i = 0; i < kQuad; ++i) {
+      v[i] = i < from.run
+          ? *reinterpret_cast<const float4*>(
+                src + (from.k + i) * gg.src_k_stride + x)
           : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-#pragma unroll
-    for (int p = 0; p < kGatherK / kGatherLoadRows; ++p) {
-      const int r = threadIdx.x / (kGatherX / 4) + p * kGatherLoadRows;
-      tile[r][4 * xq] = staged[p].x;
-      tile[r][4 * xq + 1] = staged[p].y;
-      tile[r][4 * xq + 2] = staged[p].z;
-      tile[r][4 * xq + 3] = staged[p].w;
-    }
-    __syncthreads();
-    // Stores: 16 threads per destination row, 4 K columns each.
-    const int kq = threadIdx.x % (kGatherK / 4);
-#pragma unroll
-    for (int p = 0; p < kGatherX / kGatherStoreRows; ++p) {
-      const int xl = threadIdx.x / (kGatherK / 4) + p * kGatherStoreRows;
-      const int64_t kd = k0 + 4 * kq;
-      if (x0 + xl < gg.xs && kd < gg.width) {
-        *reinterpret_cast<float4*>(dst + (x0 + xl) * gg.dst_x_stride + kd) =
-            make_float4(tile[4 * kq][xl], tile[4 * kq + 1][xl],
-                        tile[4 * kq + 2][xl], tile[4 * kq + 3][xl]);
-      }
-    }
-    __syncthreads();  // the tile and source_k are refilled for the next t
+    float* d = dst + x * gg.dst_x_stride + kd;
+    *reinterpret_cast<float4*>(d) =
+        make_float4(v[0].x, v[1].x, v[2].x, v[3].x);
+    *reinterpret_cast<float4*>(d + gg.dst_x_stride) =
+        make_float4(v[0].y, v[1].y, v[2].y, v[3].y);
+    *reinterpret_cast<float4*>(d + 2 * gg.dst_x_stride) =
+        make_float4(v[0].z, v[1].z, v[2].z, v[3].z);
+    *reinterpret_cast<float4*>(d + 3 * gg.dst_x_stride) =
+        make_float4(v[0].w, v[1].w, v[2].w, v[3].w);
   }
 }
 
