@@ -182,7 +182,10 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
 // registers and four 16-byte stores along K. A padded group starts at a
 // multiple of 4 floats, so a quad of padded K lies in one group or in a
 // gap. A warp covers 8 K quads by 4 x quads: its loads read 64-byte runs
-// and its stores write 128-byte runs, whole sectors on both sides.
+// and its stores write 128-byte runs, whole sectors on both sides. Both
+// are streaming (evict-first): the copies are far larger than L2, and
+// with the hints the kernel took 0.89x the time on Mixtral's dy in a
+// probe (results/kernels/2026-12-03h-gather-probe.md).
 constexpr int kQuad = 4;
 constexpr int kWarpKQuads = 8;
 constexpr int kWarpXQuads = 32 / kWarpKQuads;
@@ -253,19 +256,19 @@ __global__ void __launch_bounds__(kGatherThreads, 2) padded_k_gather_kernel(
 #pragma unroll
     for (int i = 0; i < kQuad; ++i) {
       v[i] = i < from.run
-          ? *reinterpret_cast<const float4*>(
-                src + (from.k + i) * gg.src_k_stride + x)
+          ? __ldcs(reinterpret_cast<const float4*>(
+                src + (from.k + i) * gg.src_k_stride + x))
           : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float* d = dst + x * gg.dst_x_stride + kd;
-    *reinterpret_cast<float4*>(d) =
-        make_float4(v[0].x, v[1].x, v[2].x, v[3].x);
-    *reinterpret_cast<float4*>(d + gg.dst_x_stride) =
-        make_float4(v[0].y, v[1].y, v[2].y, v[3].y);
-    *reinterpret_cast<float4*>(d + 2 * gg.dst_x_stride) =
-        make_float4(v[0].z, v[1].z, v[2].z, v[3].z);
-    *reinterpret_cast<float4*>(d + 3 * gg.dst_x_stride) =
-        make_float4(v[0].w, v[1].w, v[2].w, v[3].w);
+    __stcs(reinterpret_cast<float4*>(d),
+           make_float4(v[0].x, v[1].x, v[2].x, v[3].x));
+    __stcs(reinterpret_cast<float4*>(d + gg.dst_x_stride),
+           make_float4(v[0].y, v[1].y, v[2].y, v[3].y));
+    __stcs(reinterpret_cast<float4*>(d + 2 * gg.dst_x_stride),
+           make_float4(v[0].z, v[1].z, v[2].z, v[3].z));
+    __stcs(reinterpret_cast<float4*>(d + 3 * gg.dst_x_stride),
+           make_float4(v[0].w, v[1].w, v[2].w, v[3].w));
   }
 }
 
