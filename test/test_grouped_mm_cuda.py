@@ -2282,6 +2282,18 @@ class TestSm90LaunchWindows(HopperTestCase):
     windows widen); the launch count follows launch_windows; graph replays
     with other offsets are right; other calls raise while it is set."""
 
+    def setUp(self):
+        super().setUp()
+        # The TF32 tests below check the default TF32 routes (the direct
+        # read, the short K tile); memcheck runs of other configs pin
+        # these switches for the whole process (tools/gpu_session.sh
+        # sanitize), so unpin them here. A test's own pin still wins.
+        defaults = unittest.mock.patch.dict(
+            os.environ, {"OVERLAP_OPS_SM90_TF32_K_TILE": "auto",
+                         "OVERLAP_OPS_SM90_TF32_MN_B": "auto"})
+        defaults.start()
+        self.addCleanup(defaults.stop)
+
     def _windows(self, waves="2", tile="large_solo", store_tile="64",
                  **extra):
         return _sm90_env(**{"OVERLAP_OPS_SM90_TILE": tile,
