@@ -1227,6 +1227,41 @@ class TestMergeRuns(TestCase):
         summary = report.summarize(merged["rows"])[0]
         self.assertAlmostEqual(summary.geomean["ours/stock"], 1.0)
 
+    def test_shared_variants_kept(self):
+        # --aa's columns, in both parts with the same (empty) settings,
+        # stay with stock's second column; a variant only one part has,
+        # or with other settings in each, goes.
+        def part(case, ours, stock, variants):
+            run = self._run([(case, "fwd", ours, stock)],
+                            variants=variants)
+            run["rows"][0].update({
+                "ours@again_us": ours * 1.01, "ours@again_check": "pass",
+                "stock@again_us": stock * 0.99,
+                "ours@large_solo_us": 7.0, "ours@m_us": 8.0})
+            return run
+        first = part("a", 200.0, 100.0, {"ours@again": {},
+                                          "ours@large_solo": {"T": "1"},
+                                          "ours@m": {"R": "m"}})
+        second = part("b", 100.0, 200.0, {"ours@again": {},
+                                           "ours@m": {"R": "n"}})
+        merged = merge_runs.merge([first, second])
+        self.assertEqual(merged["variants"], {"ours@again": {}})
+        for row, (ours, stock) in zip(merged["rows"],
+                                      [(200.0, 100.0), (100.0, 200.0)]):
+            self.assertAlmostEqual(row["ours@again_us"], ours * 1.01)
+            self.assertAlmostEqual(row["stock@again_us"], stock * 0.99)
+            self.assertNotIn("ours@large_solo_us", row)
+            self.assertNotIn("ours@m_us", row)
+        # The report's A/A line reads them: ours again over ours is 1.01.
+        self.assertIn("time over ours' 1.010-1.010 over 2 rows",
+                      report.markdown(merged))
+        # A promoted variant is ours, not a column kept beside it.
+        promoted = merge_runs.promote_variant(first, "m")
+        self.assertNotIn("ours@m", promoted["variants"])
+        again = merge_runs.merge([promoted, second])
+        self.assertEqual(again["variants"], {"ours@again": {}})
+        self.assertNotIn("ours@m_us", again["rows"][0])
+
     def test_header_names_each_parts_floor(self):
         first = self._run([("a", "fwd", 200.0, 100.0)], timestamp="t1",
                           floor_peak_tflops=687.0, copy_gbps=4227.0,

@@ -9,8 +9,11 @@ Each argument is a folder (or JSON file) written by tools/bench_grouped_mm.py.
 Every row keeps its own run's ours/stock/floor times, so each ratio is still
 measured side by side within one run; only the rows' grouping into tables and
 geometric means spans runs. The runs must share GPU, torch and suite, and no
-row (case, dist, dtype, pass) may appear twice. Same-run variant columns are
-left out (not every run has them; they stay in the part's own report). The
+row (case, dist, dtype, pass) may appear twice. A same-run variant column
+stays where every run has it with the same settings (the A/A control of
+`--aa`, ours@again and stock@again, so the merged report keeps its noise
+band and the repeat of each ratio); any other is left out (it stays in
+its part's own report). The
 header lists each part's measured peak and copy bandwidth (each row's floor
 uses its own part's) and its command line.
 
@@ -45,8 +48,22 @@ def _load(path: str) -> dict[str, Any]:
     return json.loads(file.read_text())
 
 
-def _without_variants(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if "@" not in k}
+def shared_variants(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The variant columns every run has, with the same settings."""
+    first = runs[0].get("variants") or {}
+    return {name: env for name, env in first.items()
+            if all((run.get("variants") or {}).get(name) == env
+                   for run in runs[1:])}
+
+
+def _only_variants(row: dict[str, Any], kept: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """row without the fields of variant columns not in `kept` (a kept
+    ours@X brings stock@X, --aa's second stock column, where present)."""
+    columns = set(kept) | {"stock@" + name.split("@", 1)[1] for name in kept}
+    # By prefix: a label may hold "_" itself (ours@large_solo_us).
+    return {k: v for k, v in row.items()
+            if "@" not in k or any(k.startswith(c + "_") for c in columns)}
 
 
 def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
@@ -75,7 +92,9 @@ def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
         rows.append(row)
     settings = ",".join(f"{k}={v}" for k, v in run["variants"][column].items())
     ours_from = f"variant {name} ({settings})"
-    promoted = dict(run, rows=rows, ours_from=ours_from)
+    # The promoted column is ours now, not a variant beside it.
+    variants = {k: v for k, v in run["variants"].items() if k != column}
+    promoted = dict(run, rows=rows, ours_from=ours_from, variants=variants)
     if run.get("parts"):  # a merged run: each of its parts says so
         promoted["parts"] = [dict(part, ours_from=ours_from)
                              for part in run["parts"]]
@@ -93,6 +112,7 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 raise ValueError(f"merge: run {index} has {key} "
                                  f"{run.get(key)!r}, run 1 has "
                                  f"{first.get(key)!r}")
+    kept = shared_variants(runs)
     rows, seen, group_sizes = [], {}, {}
     for index, run in enumerate(runs, start=1):
         group_sizes.update(run.get("group_sizes") or {})
@@ -106,8 +126,8 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 raise ValueError(f"merge: row {' '.join(key)} is in run "
                                  f"{seen[key]} and run {index}")
             seen[key] = index
-            rows.append(_without_variants(row))
-    merged = dict(first, rows=rows, variants={}, group_sizes=group_sizes)
+            rows.append(_only_variants(row, kept))
+    merged = dict(first, rows=rows, variants=kept, group_sizes=group_sizes)
     merged["complete"] = all(run.get("complete", True) for run in runs)
     if not merged["complete"]:
         merged["stopped"] = "a merged part stopped early"
