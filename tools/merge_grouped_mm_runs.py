@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import grouped_mm_report as report
 
@@ -56,14 +56,25 @@ def shared_variants(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                    for run in runs[1:])}
 
 
-def _only_variants(row: dict[str, Any], kept: dict[str, Any]
-                   ) -> dict[str, Any]:
-    """row without the fields of variant columns not in `kept` (a kept
-    ours@X brings stock@X, --aa's second stock column, where present)."""
-    columns = set(kept) | {"stock@" + name.split("@", 1)[1] for name in kept}
-    # By prefix: a label may hold "_" itself (ours@large_solo_us).
+def _with_stock_aa(columns: Iterable[str]) -> set[str]:
+    """columns, and --aa's second stock column where its ours@again is
+    among them."""
+    names = set(columns)
+    if report.AA_COLUMN in names:
+        names.add(report.STOCK_AA_COLUMN)
+    return names
+
+
+def _only_variants(row: dict[str, Any], kept: set[str],
+                   known: set[str]) -> dict[str, Any]:
+    """row without the fields of variant columns not in `kept`. A field
+    belongs to the longest of the `known` columns it starts with, since a
+    label may hold "_" itself (ours@large_solo_us is not ours@large's)."""
+    def column(key: str) -> str:
+        return max((c for c in known if key.startswith(c + "_")),
+                   key=len, default="")
     return {k: v for k, v in row.items()
-            if "@" not in k or any(k.startswith(c + "_") for c in columns)}
+            if "@" not in k or column(k) in kept}
 
 
 def promote_variant(run: dict[str, Any], name: str) -> dict[str, Any]:
@@ -113,6 +124,9 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                  f"{run.get(key)!r}, run 1 has "
                                  f"{first.get(key)!r}")
     kept = shared_variants(runs)
+    kept_columns = _with_stock_aa(kept)
+    known = _with_stock_aa(name for run in runs
+                           for name in run.get("variants") or {})
     rows, seen, group_sizes = [], {}, {}
     for index, run in enumerate(runs, start=1):
         group_sizes.update(run.get("group_sizes") or {})
@@ -126,7 +140,7 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 raise ValueError(f"merge: row {' '.join(key)} is in run "
                                  f"{seen[key]} and run {index}")
             seen[key] = index
-            rows.append(_only_variants(row, kept))
+            rows.append(_only_variants(row, kept_columns, known))
     merged = dict(first, rows=rows, variants=kept, group_sizes=group_sizes)
     merged["complete"] = all(run.get("complete", True) for run in runs)
     if not merged["complete"]:
