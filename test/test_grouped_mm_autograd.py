@@ -363,6 +363,88 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             torch.cuda.set_sync_debug_mode(0)
         static.check(self, out, grads)
 
+    @onlyCUDA
+    @needs_extension
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("layout", ["2d_3d", "2d_2d"])
+    def test_float32_out_dtype_backward_within_carveout(self, device, dtype,
+                                                        layout):
+        # bf16/fp16 inputs with out_dtype=float32: the backward casts the
+        # float32 output gradient to the inputs' dtype for its GEMMs. That
+        # cast, like every other kernel of the backward, stays within
+        # SMs - k (torch's cast would launch ~770 blocks for this gradient),
+        # and the gradients match float64 of the rounded gradient.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        carveout = 16
+        sizes = [300, 0, 411, 57]
+        offs = make_offsets(sizes, device)
+        total = sum(sizes)
+        shapes = {
+            "2d_3d": ((total, 64), (len(sizes), 64, 512)),
+            "2d_2d": ((256, total), (total, 384)),
+        }[layout]
+        a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
+        b = _randn(*shapes[1], device=device, dtype=dtype).requires_grad_()
+        out = _grouped_mm(a, b, offs, None, torch.float32)
+        self.assertEqual(out.dtype, torch.float32)
+        grad_out = _randn(*out.shape, device=device, dtype=torch.float32)
+
+        def backward():
+            a.grad = None
+            b.grad = None
+            torch.autograd.backward(out, grad_out, retain_graph=True)
+
+        torch._C._set_sm_carveout_experimental(carveout)
+        try:
+            kernels = launched_kernels(backward)
+        finally:
+            torch._C._set_sm_carveout_experimental(None)
+        names = [name for name, _ in kernels]
+        self.assertTrue(any("relayout_kernel" in n for n in names), names)
+        for name, blocks in kernels:
+            self.assertLessEqual(blocks, sms - carveout, name)
+            self.assertNotIn("elementwise_kernel", name)
+        a64 = a.detach().cpu().double().requires_grad_()
+        b64 = b.detach().cpu().double().requires_grad_()
+        reference_grouped_mm_autograd(a64, b64, offs, None).backward(
+            grad_out.to(dtype).cpu().double())
+        tol = tolerance(dtype, self.device_type)
+        for got, want in ((a.grad, a64.grad), (b.grad, b64.grad)):
+            self.assertEqual(got.dtype, dtype)
+            self.assertFalse(got.isnan().any().item())
+            err = ((got.cpu().double() - want).norm() / want.norm()).item()
+            self.assertLessEqual(err, tol)
+
+    @onlyCUDA
+    @needs_extension
+    @dtypes(torch.bfloat16, torch.float16)
+    def test_grad_to_matches_torch_cast(self, device, dtype):
+        # The backward's cast: bit-equal to .to() (round to nearest even)
+        # with and without a carveout, for a strided, an expanded and a
+        # batched gradient, values past the dtype's range included.
+        op = torch.ops.overlap_ops._grouped_mm_grad_to
+        base = _randn(70, 130, device=device, dtype=torch.float32) * 3e4
+        grads = (base, base[:, 1:129:2], base.t(),
+                 torch.full((1, 1), 1.5, device=device).expand(40, 96),
+                 base[:60, :120].reshape(3, 20, 120))
+        for carveout in (None, 16):
+            torch._C._set_sm_carveout_experimental(carveout)
+            try:
+                for grad in grads:
+                    got = op(grad, dtype)
+                    self.assertTrue(got.is_contiguous())
+                    self.assertEqual(got.dtype, dtype)
+                    self.assertEqual(got, grad.to(dtype), atol=0, rtol=0,
+                                     exact_dtype=True)
+            finally:
+                torch._C._set_sm_carveout_experimental(None)
+        same = op(base, torch.float32)
+        self.assertNotEqual(same.data_ptr(), base.data_ptr())
+        self.assertEqual(same, base, atol=0, rtol=0)
+        torch.library.opcheck(op.default, (base[:, :64], dtype))
+        with self.assertRaisesRegex(RuntimeError, "casts float32 to"):
+            op(base.to(dtype), torch.float32)
+
 
 def reference_grouped_mm_autograd(a, b, offs, bias):
     """Differentiable float64 reference (same math as reference_grouped_mm)."""

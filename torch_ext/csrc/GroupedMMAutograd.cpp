@@ -69,12 +69,28 @@ at::Tensor call_group_column_sums(
   return op.call(grad, offs, dtype);
 }
 
-bool has_cuda_column_sums() {
+bool built_with_cuda() {
 #ifdef OVERLAP_OPS_WITH_CUDA
   return true;
 #else
   return false;
 #endif
+}
+
+// grad_out in the inputs' dtype for the backward's grouped GEMMs. After an
+// out_dtype=float32 forward on CUDA, one cast kernel within the SM carveout
+// through the dispatcher (so a traced backward records the op); elsewhere,
+// and in a double backward (the op has no derivative), .to().
+at::Tensor grad_in_dtype(const at::Tensor& grad_out, at::ScalarType dtype) {
+  if (grad_out.scalar_type() == dtype || !built_with_cuda() ||
+      !grad_out.is_cuda() || grad_out.requires_grad()) {
+    return grad_out.to(dtype);
+  }
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("overlap_ops::_grouped_mm_grad_to", "")
+          .typed<at::Tensor(const at::Tensor&, at::ScalarType)>();
+  return op.call(grad_out, dtype);
 }
 
 bool column_major(const at::Tensor& t) {
@@ -151,7 +167,7 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     // kernels take one input dtype); bias, which may be float32 with bf16
     // inputs (out_dtype=float32), is reduced from the unrounded gradient.
     const at::Tensor& grad_out = grads[0];
-    const at::Tensor grad = grad_out.to(a.scalar_type());
+    const at::Tensor grad = grad_in_dtype(grad_out, a.scalar_type());
     at::Tensor grad_a, grad_b, grad_bias;
     if (ctx->needs_input_grad(0)) {
       // Every layout: grad x mat2^T (offs is None for 3d x 3d).
@@ -171,7 +187,7 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
       // kernel has no derivative: a double backward (grad_out requiring
       // grad) keeps the grouped-GEMM reduction, which has one.
       const bool one_kernel =
-          has_cuda_column_sums() && !grad_out.requires_grad();
+          built_with_cuda() && !grad_out.requires_grad();
       grad_bias = at::native::grouped_mm_bias_backward(
           grad_out, a.dim(), b.dim(), offs, &call_grouped_mm,
           bias_dtype.toScalarType(),

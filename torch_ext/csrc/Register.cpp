@@ -69,6 +69,10 @@ TORCH_LIBRARY(overlap_ops, m) {
   // torch.compile sees its fake kernel (_fake.py).
   m.def("_group_column_sums(Tensor grad, Tensor? offs, ScalarType dtype) "
         "-> Tensor");
+  // The backward's cast of an out_dtype=float32 gradient to the inputs'
+  // dtype within the SM carveout (cuda/GroupedMMCUDA.h); CUDA only, called
+  // like _group_column_sums.
+  m.def("_grouped_mm_grad_to(Tensor grad, ScalarType dtype) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(overlap_ops, CPU, m) {
@@ -79,5 +83,6 @@ TORCH_LIBRARY_IMPL(overlap_ops, CPU, m) {
 TORCH_LIBRARY_IMPL(overlap_ops, CUDA, m) {
   m.impl("grouped_mm", TORCH_FN(at::native::grouped_mm_cuda));
   m.impl("_group_column_sums", TORCH_FN(at::native::group_column_sums_cuda));
+  m.impl("_grouped_mm_grad_to", TORCH_FN(at::native::grouped_mm_grad_to_cuda));
 }
 #endif

@@ -1,5 +1,6 @@
-"""Fake (meta) kernels for overlap_ops::grouped_mm, for every dtype, and for
-the bias gradient's overlap_ops::_group_column_sums.
+"""Fake (meta) kernels for overlap_ops::grouped_mm, for every dtype, for
+the bias gradient's overlap_ops::_group_column_sums and for the backward's
+gradient cast, overlap_ops::_grouped_mm_grad_to.
 
 It only computes the output's shape and dtype, with symbolic sizes allowed,
 so torch.compile traces the op. The full validation runs in the real kernel
@@ -46,3 +47,9 @@ def _group_column_sums_fake(
 ) -> torch.Tensor:
     groups = offs.shape[0] if offs is not None else grad.shape[0]
     return grad.new_empty((groups, grad.shape[-1]), dtype=dtype)
+
+
+@torch.library.register_fake("overlap_ops::_grouped_mm_grad_to")
+def _grouped_mm_grad_to_fake(grad: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    # A new contiguous tensor, as the CUDA kernel returns.
+    return grad.new_empty(grad.shape, dtype=dtype)

@@ -116,7 +116,8 @@ void launch_zero_tail(const LaunchArgs& args);
 void launch_finish_groups(const LaunchArgs& args);
 
 // dst.copy_(src) for 1-D, 2-D or batched 3-D tensors of the same sizes, any
-// strides: bf16/fp16/fp32 to the same dtype or float32, int32/int64 to the
+// strides: bf16/fp16/fp32 to the same dtype or float32, float32 to
+// bf16/fp16 (rounded to nearest even, as .to() does), int32/int64 to the
 // same. Under an SM carveout (sm_limit below the SM count) one kernel with at
 // most sm_limit CTAs does it; without one, that kernel still does a
 // transposing copy, torch's copy the others (GroupedMMRelayout.cu).

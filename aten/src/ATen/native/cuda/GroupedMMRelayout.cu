@@ -375,10 +375,20 @@ void copy_within_sm_limit(
   const int64_t max_blocks = copy_blocks(sm_limit);
   const ScalarType in = src.scalar_type();
   const ScalarType out = dst.scalar_type();
+  const bool narrows_float =
+      in == kFloat && (out == kBFloat16 || out == kHalf);
   TORCH_CHECK(
-      in == out || out == kFloat,
+      in == out || out == kFloat || narrows_float,
       "grouped_mm: copy_within_sm_limit: dst must have src's dtype ", in,
-      " or float32, got ", out);
+      " or float32 (or bfloat16/float16 from float32), got ", out);
+  if (narrows_float) {
+    // The output gradient of an out_dtype=float32 forward, cast back to
+    // the inputs' dtype for the backward's GEMMs.
+    AT_DISPATCH_REDUCED_FLOATING_TYPES(out, "grouped_mm_relayout", [&] {
+      launch_relayout<float, scalar_t>(src, dst, max_blocks);
+    });
+    return;
+  }
   if (in == kInt || in == kLong) {
     TORCH_CHECK(in == out, "grouped_mm: copy_within_sm_limit: dst must ",
                 "have src's dtype ", in, ", got ", out);
