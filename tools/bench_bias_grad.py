@@ -4,8 +4,9 @@ gradient (sum M, N), as the CUDA backward computes them now
 (overlap_ops::_group_column_sums, one kernel within the SM carveout), on
 the shared suite's forward outputs, against, in the same run:
 
-- scalar: the same kernel with single-element loads
-  (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar), the previous default;
+- variants of the same kernel (--variants, default blocks): blocks, the
+  previous work split (OVERLAP_OPS_COLUMN_SUMS_SPLIT=blocks); scalar,
+  single-element loads (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar);
 - dense: torch's own column sum of the same grad, grad.sum(0) in float32:
   the same bytes, not grouped (an anchor, not a replacement: it needs no
   offsets);
@@ -15,7 +16,9 @@ the shared suite's forward outputs, against, in the same run:
 
 Every row is checked against float64 per group; the floor is grad's bytes
 read once at the measured copy bandwidth (read + write of a large copy).
-Writes bias_grad.md and bias_grad.json into --out.
+The columns of a row are timed in --rounds interleaved rounds (the order
+rotates each round), each a median of --runs calls; a row's time is the
+median of its rounds. Writes bias_grad.md and bias_grad.json into --out.
 
     python3 tools/bench_bias_grad.py --out results/bias_grad
 """
@@ -58,17 +61,27 @@ def column_sums(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     return torch.ops.overlap_ops._group_column_sums(grad, offs, torch.float32)
 
 
-def scalar_column_sums(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    """The kernel with single-element loads (the env is read per call)."""
-    previous = os.environ.get("OVERLAP_OPS_COLUMN_SUMS_LOADS")
-    os.environ["OVERLAP_OPS_COLUMN_SUMS_LOADS"] = "scalar"
-    try:
-        return column_sums(grad, offs)
-    finally:
-        if previous is None:
-            del os.environ["OVERLAP_OPS_COLUMN_SUMS_LOADS"]
-        else:
-            os.environ["OVERLAP_OPS_COLUMN_SUMS_LOADS"] = previous
+# The kernel's switches a variant column sets (the env is read per call).
+VARIANTS = {
+    "blocks": ("OVERLAP_OPS_COLUMN_SUMS_SPLIT", "blocks"),
+    "scalar": ("OVERLAP_OPS_COLUMN_SUMS_LOADS", "scalar"),
+}
+
+
+def variant_column_sums(variant: str):
+    name, value = VARIANTS[variant]
+
+    def run(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        previous = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            return column_sums(grad, offs)
+        finally:
+            if previous is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = previous
+    return run
 
 
 def dense_column_sum(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
@@ -85,8 +98,9 @@ def reference(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     return prefix[ends] - prefix[starts]
 
 
-def time_us(fn, scrub: torch.Tensor, runs: int = 20) -> float:
-    for _ in range(3):
+def time_us(fn, scrub: torch.Tensor, runs: int = 20,
+            warmup: int = 3) -> float:
+    for _ in range(warmup):
         fn()
     times = []
     for _ in range(runs):
@@ -118,7 +132,16 @@ def main() -> None:
                         help="comma-separated case names (default: all)")
     parser.add_argument("--with-gemm", action="store_true",
                         help="also time the grouped-GEMM reduction (slow)")
+    parser.add_argument("--variants", default="blocks",
+                        help="comma-separated kernel variants to time "
+                        f"beside it: {', '.join(VARIANTS)} (or empty)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown_variants = set(variants) - set(VARIANTS)
+    if unknown_variants:
+        parser.error(f"unknown variants: {sorted(unknown_variants)}")
     torch.backends.cuda.matmul.allow_tf32 = True
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -134,7 +157,8 @@ def main() -> None:
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16,
               "fp32": torch.float32}
     # Columns checked against float64 per group (dense is not grouped).
-    checked = [("kernel", column_sums), ("scalar", scalar_column_sums)]
+    checked = [("kernel", column_sums)] + [
+        (v, variant_column_sums(v)) for v in variants]
     if args.with_gemm:
         checked.append(("gemm", gemm_reduction))
     timed = checked + [("dense", dense_column_sum)]
@@ -156,9 +180,16 @@ def main() -> None:
                     row[f"{label}_rel_err"] = (
                         (got - want).norm(dim=1)
                         / want.norm(dim=1).clamp_min(1e-30)).max().item()
-                for label, fn in timed:
-                    row[f"{label}_us"] = time_us(
-                        lambda fn=fn: fn(grad, offs), scrub)
+                rounds = {label: [] for label, _ in timed}
+                for r in range(args.rounds):
+                    shift = r % len(timed)
+                    for label, fn in timed[shift:] + timed[:shift]:
+                        rounds[label].append(time_us(
+                            lambda fn=fn: fn(grad, offs), scrub,
+                            runs=args.runs, warmup=3 if r == 0 else 1))
+                for label, _ in timed:
+                    row[f"{label}_us"] = statistics.median(rounds[label])
+                    row[f"{label}_rounds_us"] = rounds[label]
                 row["floor_us"] = (grad.numel() * grad.element_size()
                                    / bandwidth * 1e6)
                 for label in labels:
@@ -171,26 +202,33 @@ def main() -> None:
                       f"{name:5s} " + "  ".join(
                           f"{label} {row[f'{label}_us']:8.1f}"
                           for label in labels)
-                      + f"  floor {row['floor_us']:8.1f} us  kernel/scalar "
-                      f"{row['kernel/scalar']:.2f}  err "
-                      f"{row['kernel_rel_err']:.1e}", flush=True)
+                      + f"  floor {row['floor_us']:8.1f} us  "
+                      + "  ".join(f"kernel/{v} {row[f'kernel/{v}']:.2f}"
+                                  for v in variants)
+                      + f"  err {row['kernel_rel_err']:.1e}", flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "copy_gbps": bandwidth / 1e9, "shapes": args.shapes,
             "tf32_allowed": True, "columns": labels,
+            "rounds": args.rounds, "runs": args.runs,
             "source_commit": os.environ.get("OVERLAP_OPS_SOURCE_COMMIT", "")}
     (out_dir / "bias_grad.json").write_text(
         json.dumps({"meta": meta, "rows": rows}, indent=1))
     ratios = [f"kernel/{label}" for label in labels if label != "kernel"]
     ratios.append("kernel/floor")
     lines = [
-        "# Bias gradient: the column-sums kernel against its scalar loads, "
-        "torch's dense column sum and the floor", "",
+        "# Bias gradient: the column-sums kernel against "
+        + (", ".join(f"its {v} variant" for v in variants) + ", "
+           if variants else "")
+        + "torch's dense column sum and the floor", "",
         f"- GPU: {meta['gpu']}; torch {meta['torch']}; sources "
         f"{meta['source_commit'] or 'unknown'}; copy bandwidth "
-        f"{meta['copy_gbps']:.0f} GB/s (read + write); TF32 allowed",
+        f"{meta['copy_gbps']:.0f} GB/s (read + write); TF32 allowed; "
+        f"{args.rounds} interleaved rounds of {args.runs} calls per column",
         "- kernel = overlap_ops::_group_column_sums (float32 result, "
-        "16-byte loads where aligned); scalar = the same kernel with "
-        "single-element loads; dense = grad.sum(0) in float32, not grouped;"
+        "default switches); "
+        + "".join(f"{v} = the same with {VARIANTS[v][0]}={VARIANTS[v][1]}; "
+                  for v in variants)
+        + "dense = grad.sum(0) in float32, not grouped;"
         + (" gemm = ones (1, M) @ grad grouped along K;" if args.with_gemm
            else "")
         + " floor = grad's bytes at the copy bandwidth; rel err = worst "
