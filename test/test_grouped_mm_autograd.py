@@ -592,14 +592,6 @@ class TestGroupColumnSums(GroupedMMTestCase):
     overlap_ops::_group_column_sums (aten::_grouped_mm_bias_column_sums in
     a patched wheel), and the backward that uses it."""
 
-    @staticmethod
-    def _split(split):
-        """The work split the kernel uses (OVERLAP_OPS_COLUMN_SUMS_SPLIT):
-        chunks, the default, or blocks."""
-        from unittest import mock
-        return mock.patch.dict(os.environ,
-                               {"OVERLAP_OPS_COLUMN_SUMS_SPLIT": split})
-
     def _sums(self, grad, offs, dtype):
         groups = offs.numel() if offs is not None else grad.shape[0]
         _poison_allocator((groups, grad.shape[-1]), grad.device, dtype)
@@ -627,8 +619,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float16, torch.float32, torch.float64)
     @parametrize("offs_dtype", [torch.int32, torch.int64])
-    @parametrize("split", ["chunks", "blocks"])
-    def test_matches_reference(self, device, dtype, offs_dtype, split):
+    def test_matches_reference(self, device, dtype, offs_dtype):
         # Empty groups, skewed sizes, a tail past offs[-1] poisoned with a
         # huge value (it must not count), N not a multiple of the 128-column
         # slab.
@@ -637,43 +628,8 @@ class TestGroupColumnSums(GroupedMMTestCase):
         grad = _randn(total + 5, 300, device=device, dtype=dtype)
         grad[total:] = 1e4
         offs = make_offsets(sizes, device).to(offs_dtype)
-        with self._split(split):
-            self._check(grad, offs)
-            self._check(grad, offs, dtype)  # the result in grad's dtype
-
-    @onlyCUDA
-    @dtypes(torch.bfloat16, torch.float32)
-    @parametrize("n", [40, 264, 5760])
-    def test_chunk_edges(self, device, dtype, n):
-        # The chunked split: groups ending on, just before and just after a
-        # chunk's edge (the host picks 8 to 256 rows per chunk: more columns,
-        # longer chunks), one spanning many chunks, runs of empty groups
-        # inside one chunk, single rows. Deterministic (the partials are
-        # added in chunk order), and within float32 rounding of the blocks
-        # split.
-        sizes = [1, 7, 8, 9, 0, 0, 0, 15, 16, 17, 31, 33, 0, 63, 64, 65,
-                 127, 128, 129, 255, 256, 257, 0, 1, 1, 1, 2000, 511, 512,
-                 513, 3]
-        total = sum(sizes)
-        grad = _randn(total + 9, n, device=device, dtype=dtype)
-        grad[total:] = 1e4
-        offs = make_offsets(sizes, device)
-        with self._split("chunks"):
-            got = self._check(grad, offs)
-            self.assertEqual(got, self._sums(grad, offs, got.dtype), atol=0,
-                             rtol=0)
-            in_dtype = self._check(grad, offs, dtype)
-        with self._split("blocks"):
-            blocks = self._sums(grad, offs, got.dtype)
-        self.assertEqual(got, blocks, atol=1e-3, rtol=1e-5)
-        for g, size in enumerate(sizes):
-            if size == 0:
-                self.assertTrue(bool((got[g] == 0).all()), f"group {g}")
-                self.assertTrue(bool((in_dtype[g] == 0).all()), f"group {g}")
-        with self._split("bogus"):
-            with self.assertRaisesRegex(
-                    RuntimeError, "OVERLAP_OPS_COLUMN_SUMS_SPLIT must be"):
-                _COLUMN_SUMS(grad, offs, got.dtype)
+        self._check(grad, offs)
+        self._check(grad, offs, dtype)  # the result in grad's dtype
 
     @needs_extension
     @onlyCPU
@@ -707,7 +663,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
         column-sums kernel fn launches, from the profiler's kernel name."""
         import re
         names = [n for n, _ in launched_kernels(fn)
-                 if "column_sums_kernel" in n]
+                 if "group_column_sums_kernel" in n]
         self.assertEqual(len(names), 1, names)
         found = re.search(r"ColumnLoads\)\s*(\d)", names[0])
         self.assertIsNotNone(found, names[0])
@@ -752,77 +708,55 @@ class TestGroupColumnSums(GroupedMMTestCase):
 
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float32)
-    @parametrize("split", ["chunks", "blocks"])
-    def test_one_group_many_rows(self, device, dtype, split):
+    def test_one_group_many_rows_splits_parts(self, device, dtype):
         # One group of 70000 rows by 96 columns: one slab, so the rows are
-        # split (into parts, or chunks) added by the second kernel, in order.
+        # split into parts added by the second kernel, in order.
         grad = _randn(70000, 96, device=device, dtype=dtype)
         offs = make_offsets([70000], device)
-        with self._split(split):
-            got = self._check(grad, offs)
-            self.assertEqual(got, self._sums(grad, offs, got.dtype), atol=0,
-                             rtol=0)  # deterministic
-            self._check(grad, offs, dtype)
+        got = self._check(grad, offs)
+        self.assertEqual(got, self._sums(grad, offs, got.dtype), atol=0,
+                         rtol=0)  # deterministic
+        self._check(grad, offs, dtype)
 
     @onlyCUDA
     @dtypes(torch.float32)
-    @parametrize("split", ["chunks", "blocks"])
-    def test_strided_and_expanded_grad(self, device, dtype, split):
+    def test_strided_and_expanded_grad(self, device, dtype):
         sizes = [5, 0, 17, 40]
         offs = make_offsets(sizes, device)
         base = _randn(70, sum(sizes), device=device, dtype=dtype)
-        with self._split(split):
-            self._check(base.t(), offs)  # column-major
-            self._check(base[::2, ::3].t(),
-                        make_offsets([5, 0, 9, 6], device))
-            # out.sum().backward()'s gradient: every stride 0.
-            expanded = torch.tensor(0.75, device=device).expand(sum(sizes),
-                                                                33)
-            got = self._check(expanded, offs)
+        self._check(base.t(), offs)  # column-major
+        self._check(base[::2, ::3].t(), make_offsets([5, 0, 9, 6], device))
+        # out.sum().backward()'s gradient: every stride 0.
+        expanded = torch.tensor(0.75, device=device).expand(sum(sizes), 33)
+        got = self._check(expanded, offs)
         self.assertEqual(got[:, 0].cpu(),
                          torch.tensor(sizes, dtype=torch.float32) * 0.75)
 
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float32)
-    @parametrize("split", ["chunks", "blocks"])
-    def test_batched(self, device, dtype, split):
-        with self._split(split):
-            self._check(_randn(3, 50, 130, device=device, dtype=dtype), None)
-            self._check(_randn(4, 9, 20, device=device, dtype=dtype)
-                        .transpose(1, 2), None)
-            self._check(_randn(2, 0, 20, device=device, dtype=dtype), None)
-            self._check(_randn(1, 3000, 64, device=device, dtype=dtype),
-                        None)
+    def test_batched(self, device, dtype):
+        self._check(_randn(3, 50, 130, device=device, dtype=dtype), None)
+        self._check(_randn(4, 9, 20, device=device, dtype=dtype)
+                    .transpose(1, 2), None)
+        self._check(_randn(2, 0, 20, device=device, dtype=dtype), None)
+        self._check(_randn(1, 3000, 64, device=device, dtype=dtype), None)
 
     @onlyCUDA
     @dtypes(torch.bfloat16)
-    @parametrize("split", ["chunks", "blocks"])
-    def test_many_groups(self, device, dtype, split):
+    def test_many_groups(self, device, dtype):
         sizes = [(g * 7) % 5 for g in range(1500)]
         grad = _randn(sum(sizes), 40, device=device, dtype=dtype)
-        with self._split(split):
-            self._check(grad, make_offsets(sizes, device))
+        self._check(grad, make_offsets(sizes, device))
 
     @onlyCUDA
     @dtypes(torch.float32)
     def test_bad_offsets_are_clamped(self, device, dtype):
-        # Decreasing and past-the-end offsets: no out-of-bounds read
-        # (memcheck runs this file's CUDA tests too). The blocks split sums
-        # each group's clamped rows, as the GEMMs take them (groups may
-        # overlap after a decreasing offset); the chunked split finds a
-        # row's group by a binary search that assumes non-decreasing
-        # offsets, so its sums are unspecified here: only finite (no stale
-        # memory read) and deterministic.
+        # Decreasing and past-the-end offsets: empty or cut groups, no
+        # out-of-bounds read (memcheck runs this file's CUDA tests too).
         grad = _randn(50, 24, device=device, dtype=dtype)
         offs = torch.tensor([10, 4, 30, 90, 20], device=device,
                             dtype=torch.int32)
-        with self._split("blocks"):
-            self._check(grad, offs)
-        with self._split("chunks"):
-            got = self._sums(grad, offs, dtype)
-            again = self._sums(grad, offs, dtype)
-        self.assertTrue(bool(got.isfinite().all()))
-        self.assertEqual(got, again, atol=0, rtol=0)
+        self._check(grad, offs)
 
     @needs_extension
     @onlyCUDA
@@ -898,7 +832,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
             torch.backends.cuda.matmul.allow_tf32 = previous
         names = [name for name, _ in kernels]
         self.assertTrue(
-            any("column_sums_kernel" in n for n in names), names)
+            any("group_column_sums_kernel" in n for n in names), names)
         for name, blocks in kernels:
             self.assertLessEqual(blocks, sms - carveout, name)
             self.assertNotIn("elementwise_kernel", name)

@@ -4,9 +4,9 @@ gradient (sum M, N), as the CUDA backward computes them now
 (overlap_ops::_group_column_sums, one kernel within the SM carveout), on
 the shared suite's forward outputs, against, in the same run:
 
-- variants of the same kernel (--variants, default blocks): blocks, the
-  previous work split (OVERLAP_OPS_COLUMN_SUMS_SPLIT=blocks); scalar,
-  single-element loads (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar);
+- variants of the same kernel (--variants, default scalar): scalar,
+  single-element loads (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar), the
+  previous default;
 - dense: torch's own column sum of the same grad, grad.sum(0) in float32:
   the same bytes, not grouped (an anchor, not a replacement: it needs no
   offsets);
@@ -63,7 +63,6 @@ def column_sums(grad: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
 
 # The kernel's switches a variant column sets (the env is read per call).
 VARIANTS = {
-    "blocks": ("OVERLAP_OPS_COLUMN_SUMS_SPLIT", "blocks"),
     "scalar": ("OVERLAP_OPS_COLUMN_SUMS_LOADS", "scalar"),
 }
 
@@ -132,7 +131,7 @@ def main() -> None:
                         help="comma-separated case names (default: all)")
     parser.add_argument("--with-gemm", action="store_true",
                         help="also time the grouped-GEMM reduction (slow)")
-    parser.add_argument("--variants", default="blocks",
+    parser.add_argument("--variants", default="scalar",
                         help="comma-separated kernel variants to time "
                         f"beside it: {', '.join(VARIANTS)} (or empty)")
     parser.add_argument("--rounds", type=int, default=3)

@@ -14,11 +14,9 @@ namespace at::native {
 // Column sums of each group of grad's rows, (G, N), in `dtype`: float32
 // (float64 for float64 grad) or grad's own. offs given: grad (sum M, N)
 // split by the device offsets, clamped like the GEMMs' (bad offsets read
-// nothing out of bounds; after a decreasing offset the default chunked
-// split's sums are unspecified but finite, see GroupColumnSums.cu); offs
-// absent: grad (G, M, N). Any strides, no host sync, a grid of at most
-// SMs - k blocks under an SM carveout, and a fixed order of additions
-// (deterministic). bf16, fp16, fp32, fp64.
+// nothing out of bounds); offs absent: grad (G, M, N). Any strides, no
+// host sync, a grid of at most SMs - k blocks under an SM carveout, and a
+// fixed order of additions (deterministic). bf16, fp16, fp32, fp64.
 Tensor group_column_sums_cuda(
     const Tensor& grad, const std::optional<Tensor>& offs, ScalarType dtype);
 
