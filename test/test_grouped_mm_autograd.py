@@ -420,11 +420,16 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
     @dtypes(torch.bfloat16, torch.float16)
     def test_grad_to_matches_torch_cast(self, device, dtype):
         # The backward's cast: bit-equal to .to() (round to nearest even)
-        # with and without a carveout, for a strided, an expanded and a
-        # batched gradient, values past the dtype's range included.
+        # with and without a carveout, values past the dtype's range
+        # included. Contiguous gradients take the flat copy (16-byte
+        # vectors; single elements when misaligned; a tail past the last
+        # vector), the others the tile kernel (strided, transposed,
+        # expanded).
         op = torch.ops.overlap_ops._grouped_mm_grad_to
         base = _randn(70, 130, device=device, dtype=torch.float32) * 3e4
-        grads = (base, base[:, 1:129:2], base.t(),
+        odd = _randn(37, 59, device=device, dtype=torch.float32)
+        misaligned = base.flatten()[1:1 + 69 * 131].view(69, 131)
+        grads = (base, odd, misaligned, base[:, 1:129:2], base.t(),
                  torch.full((1, 1), 1.5, device=device).expand(40, 96),
                  base[:60, :120].reshape(3, 20, 120))
         for carveout in (None, 16):
