@@ -400,7 +400,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         finally:
             torch._C._set_sm_carveout_experimental(None)
         names = [name for name, _ in kernels]
-        self.assertTrue(any("relayout_kernel" in n for n in names), names)
+        self.assertTrue(any("flat_copy_kernel" in n for n in names), names)
         for name, blocks in kernels:
             self.assertLessEqual(blocks, sms - carveout, name)
             self.assertNotIn("elementwise_kernel", name)

@@ -40,6 +40,7 @@ _KERNEL_LABELS = (
     ("finish_groups", "finish (bias)"),
     ("zero_tail", "zero tail"),
     ("relayout_kernel", "bounded copy (relayout)"),
+    ("flat_copy_kernel", "bounded copy (flat)"),
     ("padded_k_gather", "padded-K copy (register gather)"),
     ("generic_grouped_mm", "generic GEMM"),
     ("Cooperative", "SM90 GEMM, cooperative 128x256 (large/large_solo)"),
