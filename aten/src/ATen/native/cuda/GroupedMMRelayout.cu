@@ -6,6 +6,8 @@
 // beside the GEMM. A transposing copy runs here even without a carveout:
 // torch's copy then reads or writes across the contiguous dimension
 // (15.4 ms for gpt_oss_120b_w13's 8.5 GB float32 weights on the H200).
+// Contiguous to contiguous (a dtype change, e.g. the backward's gradient
+// cast) takes a flat vectorised copy instead of the tile.
 // The K-major copies with padded group starts that TF32 on Hopper needs
 // when the groups split K (copy_k_groups_padded) take a 4 x 4 register
 // transpose kernel in a weight gradient's layout, the same kernel
@@ -172,21 +174,6 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
   }
 }
 
-// The padded copy for the layout a weight gradient's operands come in
-// (x^T and dy): K strided, the other index (x) contiguous. The generic
-// kernel above reads and writes one float per thread and instruction, and
-// ran at 1.5 TB/s on mixtral_8x7b_w13's wgrad copies on the H200
-// (results/kernels/2026-12-03g-padded-k-copies); a 64 x 128 shared-memory
-// tile read with 16-byte loads reached 1.7-1.9 TB/s. This one has no
-// shared memory and no barrier: each thread moves a 4 x 4 block, four
-// 16-byte loads from four consecutive source K rows, a transpose in
-// registers and four 16-byte stores along K. A padded group starts at a
-// multiple of 4 floats, so a quad of padded K lies in one group or in a
-// gap. A warp covers 8 K quads by 4 x quads: its loads read 64-byte runs
-// and its stores write 128-byte runs, whole sectors on both sides. Both
-// are streaming (evict-first): the copies are far larger than L2, and
-// with the hints the kernel took 0.89x the time on Mixtral's dy in a
-// probe (results/kernels/2026-12-03h-gather-probe.md).
 // Both sides contiguous (no transpose, no gaps): a flat grid-stride copy,
 // 16 bytes of src per load and kFlatUnroll loads in flight per thread. The
 // tile kernel above moves single elements through shared memory; on a
@@ -244,6 +231,22 @@ __global__ void __launch_bounds__(kThreads) flat_copy_kernel(
   }
 }
 
+// The padded copy for the layout a weight gradient's operands come in
+// (x^T and dy): K strided, the other index (x) contiguous. The tile
+// kernel (relayout_kernel) reads and writes one float per thread and
+// instruction, and
+// ran at 1.5 TB/s on mixtral_8x7b_w13's wgrad copies on the H200
+// (results/kernels/2026-12-03g-padded-k-copies); a 64 x 128 shared-memory
+// tile read with 16-byte loads reached 1.7-1.9 TB/s. This one has no
+// shared memory and no barrier: each thread moves a 4 x 4 block, four
+// 16-byte loads from four consecutive source K rows, a transpose in
+// registers and four 16-byte stores along K. A padded group starts at a
+// multiple of 4 floats, so a quad of padded K lies in one group or in a
+// gap. A warp covers 8 K quads by 4 x quads: its loads read 64-byte runs
+// and its stores write 128-byte runs, whole sectors on both sides. Both
+// are streaming (evict-first): the copies are far larger than L2, and
+// with the hints the kernel took 0.89x the time on Mixtral's dy in a
+// probe (results/kernels/2026-12-03h-gather-probe.md).
 constexpr int kQuad = 4;
 constexpr int kWarpKQuads = 8;
 constexpr int kWarpXQuads = 32 / kWarpKQuads;
