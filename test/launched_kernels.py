@@ -17,6 +17,17 @@ def launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
     return [(name, ctas) for name, ctas, _ in launched_kernels_on_streams(fn)]
 
 
+def launched_kernels_under_carveout(
+        fn: Callable[[], object], carveout) -> list[tuple[str, int]]:
+    """launched_kernels(fn) with the SM carveout set to carveout (None or 0:
+    none), then none."""
+    torch._C._set_sm_carveout_experimental(carveout or None)
+    try:
+        return launched_kernels(fn)
+    finally:
+        torch._C._set_sm_carveout_experimental(None)
+
+
 def launched_kernels_on_streams(
         fn: Callable[[], object]) -> list[tuple[str, int, int]]:
     """(name, CTAs launched, stream id) for every CUDA kernel of one call of

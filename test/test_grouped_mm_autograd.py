@@ -27,7 +27,10 @@ from torch.testing._internal.common_utils import parametrize, run_tests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from grouped_mm_reference import make_offsets, tolerance  # noqa: E402
-from launched_kernels import launched_kernels  # noqa: E402
+from launched_kernels import (  # noqa: E402
+    launched_kernels,
+    launched_kernels_under_carveout,
+)
 from test_grouped_mm import (  # noqa: E402
     _grouped_mm,
     _OP,
@@ -394,11 +397,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             b.grad = None
             torch.autograd.backward(out, grad_out, retain_graph=True)
 
-        torch._C._set_sm_carveout_experimental(carveout)
-        try:
-            kernels = launched_kernels(backward)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
+        kernels = launched_kernels_under_carveout(backward, carveout)
         names = [name for name, _ in kernels]
         self.assertTrue(any("flat_copy_kernel" in n for n in names), names)
         for name, blocks in kernels:
@@ -829,11 +828,9 @@ class TestGroupColumnSums(GroupedMMTestCase):
             bias.grad = None
             torch.autograd.backward(out, grad_out, retain_graph=True)
 
-        torch._C._set_sm_carveout_experimental(carveout)
         try:
-            kernels = launched_kernels(backward)
+            kernels = launched_kernels_under_carveout(backward, carveout)
         finally:
-            torch._C._set_sm_carveout_experimental(None)
             torch.backends.cuda.matmul.allow_tf32 = previous
         names = [name for name, _ in kernels]
         self.assertTrue(

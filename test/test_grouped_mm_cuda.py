@@ -49,7 +49,10 @@ from grouped_mm_reference import (  # noqa: E402
     reference_grouped_mm,
     tolerance,
 )
-from launched_kernels import launched_kernels  # noqa: E402
+from launched_kernels import (  # noqa: E402
+    launched_kernels,
+    launched_kernels_under_carveout,
+)
 from test_grouped_mm import (  # noqa: E402
     _BACKEND_ENV,
     _backend,
@@ -348,8 +351,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         a = _randn(4096, 256, device=device, dtype=dtype)
         b = _randn(16, 256, 512, device=device, dtype=dtype)
         offs = make_offsets(sizes, device)
-        grids = _launched_grids(lambda: _grouped_mm(a, b, offs),
-                                carveout=carveout)
+        grids = launched_kernels_under_carveout(
+            lambda: _grouped_mm(a, b, offs), carveout=carveout)
         self.assertTrue(grids, "no kernel was traced")
         for name, blocks in grids:
             self.assertLessEqual(blocks, sms - carveout, name)
@@ -357,7 +360,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         # CTA per SM. Copies beside it may launch more (the transposing copy
         # TF32 on Hopper makes where it does not read the weights directly
         # runs two blocks per SM).
-        grids = _launched_grids(lambda: _grouped_mm(a, b, offs), carveout=0)
+        grids = launched_kernels_under_carveout(
+            lambda: _grouped_mm(a, b, offs), carveout=0)
         gemm_grids = [blocks for name, blocks in grids
                       if any(fragment in name
                              for fragment in _FAMILY_KERNELS.values())]
@@ -375,8 +379,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         carveout = 16
         a, b, offs, bias = _helper_kernel_call(call, device, dtype)
-        grids = _launched_grids(lambda: _grouped_mm(a, b, offs, bias),
-                                carveout=carveout)
+        grids = launched_kernels_under_carveout(
+            lambda: _grouped_mm(a, b, offs, bias), carveout=carveout)
         names = [name for name, _ in grids]
         family = _expected_family(
             device, dtype, grouped_along_k=call == "wgrad_empty_group",
@@ -493,7 +497,7 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         b = _randn(*b_shape, device=device, dtype=dtype)
         if layout == "3d_3d":
             offs = None
-        names = [name for name, _ in _launched_grids(
+        names = [name for name, _ in launched_kernels_under_carveout(
             lambda: _grouped_mm(a, b, offs), carveout=0)]
         for family, fragment in _FAMILY_KERNELS.items():
             ran = any(fragment in name for name in names)
@@ -535,7 +539,7 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         out_dtype = torch.float32 if out_fp32 else None
         with _backend("sm80"), _allow_tf32(True):
             self._run_and_check(a, b, offs, bias, out_dtype)
-            grids = _launched_grids(
+            grids = launched_kernels_under_carveout(
                 lambda: _grouped_mm(a, b, offs, bias, out_dtype), carveout=0)
         names = [name for name, _ in grids]
         self.assertTrue(any(_SM80_KERNEL in n for n in names), names)
@@ -549,8 +553,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         b = _randn(4, 32, 16, device=device, dtype=dtype)
         offs = make_offsets([16, 0, 40, 8], device)
         with _backend("sm80"), _allow_tf32(False):
-            grids = _launched_grids(lambda: _grouped_mm(a, b, offs),
-                                    carveout=0)
+            grids = launched_kernels_under_carveout(
+                lambda: _grouped_mm(a, b, offs), carveout=0)
         ran_sm80 = any(_SM80_KERNEL in name for name, _ in grids)
         self.assertEqual(ran_sm80, dtype != torch.float32)
 
@@ -610,12 +614,6 @@ def _sm_carveout(carveout):
         yield
     finally:
         torch._C._set_sm_carveout_experimental(None)
-
-
-def _launched_grids(fn, carveout: int) -> list[tuple[str, int]]:
-    """launched_kernels(fn) with the SM carveout set to carveout."""
-    with _sm_carveout(carveout):
-        return launched_kernels(fn)
 
 
 class TestKernelNameFragments(TestCase):
@@ -1766,8 +1764,8 @@ class TestTf32MnBDirect(HopperTestCase):
         # this skips): one GEMM kernel, within SMs - 9.
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         with self._direct(), _allow_tf32(True):
-            grids = _launched_grids(lambda: _grouped_mm(a, b, offs, bias),
-                                    carveout=9)
+            grids = launched_kernels_under_carveout(
+                lambda: _grouped_mm(a, b, offs, bias), carveout=9)
         gemms = [(name, ctas) for name, ctas in grids if self._KERNEL in name]
         self.assertEqual(len(gemms), 1, grids)
         self.assertLessEqual(gemms[0][1], sms - 9, gemms)
@@ -1803,7 +1801,7 @@ class TestTf32MnBDirect(HopperTestCase):
         # (large_solo), each within SMs - 9; off runs the first alone.
         def gemms(setting, tile="auto"):
             with self._split(setting, tile), _allow_tf32(True):
-                grids = _launched_grids(
+                grids = launched_kernels_under_carveout(
                     lambda: _grouped_mm(a, b, offs, bias), carveout=9)
             found = [(name, ctas) for name, ctas in grids
                      if self._KERNEL in name]
@@ -2548,7 +2546,7 @@ class TestSm90DirectClusterLaunch(HopperTestCase):
         grids = {}
         for host_path in ("lean", "direct"):
             with self._env(tile, host_path):
-                grids[host_path] = _launched_grids(
+                grids[host_path] = launched_kernels_under_carveout(
                     lambda: _grouped_mm(a, b, offs), carveout=carveout)
         self.assertTrue(_sm90_gemm_names([name for name, _ in
                                           grids["direct"]]), grids)

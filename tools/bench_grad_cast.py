@@ -29,12 +29,15 @@ import overlap_ops  # noqa: E402,F401  (registers the ops)
 
 
 def with_carveout(k, fn):
+    """fn under torch's carveout alone (not overlap_ops.sm_carveout, whose
+    GEMM routing would add host work to every timed call)."""
     def run():
+        previous = torch._C._get_sm_carveout_experimental()
         torch._C._set_sm_carveout_experimental(k)
         try:
             return fn()
         finally:
-            torch._C._set_sm_carveout_experimental(None)
+            torch._C._set_sm_carveout_experimental(previous)
     return run
 
 
