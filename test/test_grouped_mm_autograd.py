@@ -47,9 +47,55 @@ from test_grouped_mm import (  # noqa: E402
 _COLUMN_SUMS = (
     torch.ops.overlap_ops._group_column_sums if HAS_EXTENSION
     else getattr(torch.ops.aten, "_grouped_mm_bias_column_sums", None))
+# The backward's cast of an out_dtype=float32 gradient, likewise (the
+# extension's op, or patch 0005's native function).
+_GRAD_TO = (
+    torch.ops.overlap_ops._grouped_mm_grad_to if HAS_EXTENSION
+    else getattr(torch.ops.aten, "_grouped_mm_grad_to", None))
+needs_grad_to = unittest.skipIf(
+    _GRAD_TO is None, "torch has no _grouped_mm_grad_to (stock wheel)")
+
+
+# Group sizes of _leaf_operands: an empty group, and 2 rows past offs[-1]
+# that must get zero gradient.
+_LEAF_SIZES = [4, 0, 7, 3]
+_LEAF_GROUPS = len(_LEAF_SIZES)
+
+
+def _leaf_operands(layout, device, dtype):
+    """a, b (random, requiring grad) and offs (None for 3d x 3d) of a small
+    call in `layout`, grouped by _LEAF_SIZES; K = 12, N = 10, M = 9."""
+    offs = make_offsets(_LEAF_SIZES, device)
+    total = sum(_LEAF_SIZES) + 2
+    groups = _LEAF_GROUPS
+    shapes = {
+        "2d_3d": ((total, 12), (groups, 12, 10)),
+        "3d_2d": ((groups, 9, 12), (12, total)),
+        "2d_2d": ((9, total), (total, 10)),
+        "3d_3d": ((groups, 9, 12), (groups, 12, 10)),
+    }[layout]
+    a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
+    b = _randn(*shapes[1], device=device, dtype=dtype).requires_grad_()
+    return a, b, None if layout == "3d_3d" else offs
 
 
 class TestGroupedMMAutograd(GroupedMMTestCase):
+    def _check_rounded_grad_backward(self, a, b, offs, grad_out):
+        """a.grad and b.grad, after a backward of grad_out (float32) through
+        an out_dtype=float32 call, against float64 of grad_out rounded to
+        the inputs' dtype."""
+        dtype = a.dtype
+        a64 = a.detach().cpu().double().requires_grad_()
+        b64 = b.detach().cpu().double().requires_grad_()
+        reference_grouped_mm_autograd(a64, b64, offs, None).backward(
+            grad_out.to(dtype).cpu().double())
+        tol = tolerance(dtype, self.device_type)
+        for got, want in ((a.grad, a64.grad), (b.grad, b64.grad)):
+            self.assertEqual(got.dtype, dtype)
+            self.assertFalse(got.isnan().any().item())
+            err = ((got.cpu().double() - want).norm() / want.norm()).item()
+            self.assertLessEqual(err, tol)
+
     @dtypes(torch.bfloat16)
     def test_opcheck(self, device, dtype):
         sizes = [3, 0, 5]
@@ -70,22 +116,10 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
     @dtypes(torch.float32)
     @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
     def test_backward_matches_reference(self, device, dtype, layout):
-        sizes = [4, 0, 7, 3]
-        groups = len(sizes)
-        offs = make_offsets(sizes, device)
-        total = sum(sizes) + 2  # a tail that must get zero gradient
-        shapes = {
-            "2d_3d": ((total, 12), (groups, 12, 10)),
-            "3d_2d": ((groups, 9, 12), (12, total)),
-            "2d_2d": ((9, total), (total, 10)),
-            "3d_3d": ((groups, 9, 12), (groups, 12, 10)),
-        }[layout]
-        if layout == "3d_3d":
-            offs = None
+        a, b, offs = _leaf_operands(layout, device, dtype)
+        groups = _LEAF_GROUPS
         with_bias = layout in ("2d_3d", "2d_2d", "3d_3d")
-        a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
-        b = _randn(*shapes[1], device=device, dtype=dtype).requires_grad_()
-        bias = (torch.randn(groups, shapes[1][-1], device=device, dtype=dtype)
+        bias = (torch.randn(groups, b.shape[-1], device=device, dtype=dtype)
                 .requires_grad_() if with_bias else None)
         out = _grouped_mm(a, b, offs, bias)
         # sum() gives an expanded, zero-stride gradient: upstream fails here.
@@ -243,6 +277,35 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         err = ((bias.grad.cpu().double() - want).norm() / want.norm()).item()
         self.assertLessEqual(err, 1e-5)
 
+    @dtypes(torch.bfloat16, torch.float16)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    def test_float32_out_dtype_backward(self, device, dtype, layout):
+        # bf16/fp16 inputs, out_dtype=float32: the self and mat2 gradients
+        # are grouped GEMMs of the float32 output gradient rounded once to
+        # the inputs' dtype. Upstream's formulas pass it as it is, so a
+        # patched wheel's backward called _grouped_mm with a float32 and a
+        # bf16 operand; the bias (float32) takes the unrounded gradient.
+        a, b, offs = _leaf_operands(layout, device, dtype)
+        groups = _LEAF_GROUPS
+        bias = (None if layout == "3d_2d" else torch.randn(
+            groups, b.shape[-1], device=device, requires_grad=True))
+        out = _grouped_mm(a, b, offs, bias, torch.float32)
+        self.assertEqual(out.dtype, torch.float32)
+        grad_out = _randn(*out.shape, device=device, dtype=torch.float32)
+        out.backward(grad_out)
+
+        self._check_rounded_grad_backward(a, b, offs, grad_out)
+        if bias is not None:
+            bias64 = torch.zeros(groups, b.shape[-1], dtype=torch.float64,
+                                 requires_grad=True)
+            reference_grouped_mm_autograd(
+                a.detach().cpu().double(), b.detach().cpu().double(), offs,
+                bias64).backward(grad_out.cpu().double())
+            self.assertEqual(bias.grad.dtype, torch.float32)
+            err = ((bias.grad.cpu().double() - bias64.grad).norm()
+                   / bias64.grad.norm()).item()
+            self.assertLessEqual(err, 1e-5)
+
     @onlyCUDA
     @parametrize("expanded", [False, True])
     def test_float32_bias_grad_exact_with_tf32(self, device, expanded):
@@ -367,7 +430,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         static.check(self, out, grads)
 
     @onlyCUDA
-    @needs_extension
+    @needs_grad_to
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("layout", ["2d_3d", "2d_2d"])
     def test_float32_out_dtype_backward_within_carveout(self, device, dtype,
@@ -403,19 +466,10 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         for name, blocks in kernels:
             self.assertLessEqual(blocks, sms - carveout, name)
             self.assertNotIn("elementwise_kernel", name)
-        a64 = a.detach().cpu().double().requires_grad_()
-        b64 = b.detach().cpu().double().requires_grad_()
-        reference_grouped_mm_autograd(a64, b64, offs, None).backward(
-            grad_out.to(dtype).cpu().double())
-        tol = tolerance(dtype, self.device_type)
-        for got, want in ((a.grad, a64.grad), (b.grad, b64.grad)):
-            self.assertEqual(got.dtype, dtype)
-            self.assertFalse(got.isnan().any().item())
-            err = ((got.cpu().double() - want).norm() / want.norm()).item()
-            self.assertLessEqual(err, tol)
+        self._check_rounded_grad_backward(a, b, offs, grad_out)
 
     @onlyCUDA
-    @needs_extension
+    @needs_grad_to
     @dtypes(torch.bfloat16, torch.float16)
     def test_grad_to_matches_torch_cast(self, device, dtype):
         # The backward's cast: bit-equal to .to() (round to nearest even)
@@ -424,7 +478,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         # vectors; single elements when misaligned; a tail past the last
         # vector), the others the tile kernel (strided, transposed,
         # expanded).
-        op = torch.ops.overlap_ops._grouped_mm_grad_to
+        op = _GRAD_TO
         base = _randn(70, 130, device=device, dtype=torch.float32) * 3e4
         odd = _randn(37, 59, device=device, dtype=torch.float32)
         misaligned = base.flatten()[1:1 + 69 * 131].view(69, 131)

@@ -169,6 +169,22 @@ class TestPatchTools(TestCase):
                         report.failures)
 
     @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
+    @unittest.skipIf(shutil.which("g++") is None, "needs g++")
+    def test_patched_header_that_does_not_compile_fails(self) -> None:
+        # FunctionsManual.h's hunk names a function no yaml declares: the
+        # hunk still applies and torchgen still parses, the compile fails.
+        edit = self.root / "patches/edits/0005-grouped-mm-autograd-meta.diff"
+        text = edit.read_text()
+        self.assertIn("&at::_grouped_mm_grad_to)", text)
+        edit.write_text(text.replace("&at::_grouped_mm_grad_to)",
+                                     "&at::_grouped_mm_grad_to_nowhere)"))
+        sync_patches.sync(self.root)
+        report = check_patches.run_checks(self.root, None, strict=True)
+        self.assertTrue(any("patched headers compile (series)" in f
+                            and "_grouped_mm_grad_to_nowhere" in f
+                            for f in report.failures), report.failures)
+
+    @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
     def test_series_on_checkout_and_build_apply(self) -> None:
         # A stand-in checkout holding the files the series edits, with the
         # pin rewritten to its commit.

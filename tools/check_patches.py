@@ -18,6 +18,11 @@ Fails (exit 1) when:
   * torchgen cannot parse the patched native_functions.yaml / derivatives.yaml,
     or a kernel named by a patched dispatch entry is not declared, with the
     signature torchgen generates, in an aten/ header of the series;
+  * a patched host-only C++ header the wheel ships (FunctionsManual.h) does
+    not compile (g++ -fsyntax-only, C++20) against the wheel's headers and
+    aten/, with the at:: functions the patched yaml adds declared as
+    torchgen would generate them (CUDA/HIP headers are left out: they need
+    a toolkit);
   * with --pytorch-src DIR: ``git apply --check`` of the whole series fails
     on that checkout.
 
@@ -328,8 +333,55 @@ def _dispatch_table(parsed) -> dict[str, dict[str, str]]:
     return table
 
 
+def _added_function_decls(parsed, before: dict) -> list[str]:
+    """at:: declarations, as torchgen generates them, of the functions the
+    patched native_functions.yaml adds (Functions.h in a real build)."""
+    from torchgen.api.types import CppSignatureGroup
+
+    return [CppSignatureGroup.from_native_function(f, method=False)
+            .signature.decl() + ";"
+            for f in parsed.native_functions if str(f.func) not in before]
+
+
+def _host_headers(tree: Path) -> list[str]:
+    """#include spellings of the patched headers that need no toolkit."""
+    spelled = []
+    for path in sorted(tree.rglob("*.h")):
+        rel = path.relative_to(tree).as_posix()
+        if "/cuda/" in rel or "/hip/" in rel:
+            continue
+        spelled.append(rel.removeprefix("aten/src/"))
+    return spelled
+
+
+def _check_patched_headers(tree: Path, site: Path, root: Path, label: str,
+                           added_decls: list[str], report: Report) -> None:
+    headers = _host_headers(tree)
+    if not headers:
+        return
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    name = f"patched headers compile ({label})"
+    if compiler is None:
+        report.notes.append(f"{name}: not run, no C++ compiler found")
+        return
+    unit = tree.parent / "patched_headers.cpp"
+    unit.write_text(
+        "#include <ATen/ATen.h>\n"
+        "namespace at {\n" + "\n".join(added_decls) + "\n}  // namespace at\n"
+        + "".join(f"#include <{h}>\n" for h in headers))
+    # The patched copies first, then the series' own headers, then the wheel.
+    includes = [tree, tree / "aten/src", root / "aten/src", site / "torch/include",
+                site / "torch/include/torch/csrc/api/include"]
+    done = _run([compiler, "-std=c++20", "-fsyntax-only",
+                 *(f"-I{d}" for d in includes), str(unit)], tree.parent)
+    errors = [] if done.returncode == 0 else [
+        f"{compiler} -fsyntax-only: " + done.stderr.strip()[-2000:]]
+    report.result(name, errors, ", ".join(headers))
+
+
 def _check_torchgen(tree: Path, site: Path, root: Path, label: str,
-                    require_decls: bool, report: Report) -> None:
+                    require_decls: bool, report: Report,
+                    compile_headers: bool = True) -> None:
     from torchgen.dest.native_functions import (
         compute_native_function_declaration)
     from torchgen.gen import parse_native_yaml
@@ -343,6 +395,8 @@ def _check_torchgen(tree: Path, site: Path, root: Path, label: str,
         _check_derivatives(tree, base_yaml, tags, errors, details)
         report.result(f"torchgen ({label})", errors,
                       "; ".join(details) or "no yaml patched")
+        if compile_headers:
+            _check_patched_headers(tree, site, root, label, [], report)
         return
     try:
         before = _dispatch_table(parse_native_yaml(str(base_yaml), str(tags)))
@@ -366,6 +420,9 @@ def _check_torchgen(tree: Path, site: Path, root: Path, label: str,
     _check_derivatives(tree, new_yaml, tags, errors, details)
     report.result(f"torchgen ({label})", errors,
                   "; ".join(details) or "no dispatch changes")
+    if compile_headers:
+        _check_patched_headers(tree, site, root, label,
+                               _added_function_decls(parsed, before), report)
 
 
 def _match_declaration(root: Path, kernel: str, decl: str, required: bool,
@@ -471,6 +528,8 @@ def _wheel_checks(series: Series, root: Path, torch: InstalledTorch,
     checked: set[tuple[str, str]] = set()
     passes = [("series", series.emitted, True),
               ("series + pending", series.patches, False)]
+    # The headers compile once when no patch is pending (the trees match).
+    pending = len(series.patches) != len(series.emitted)
     with tempfile.TemporaryDirectory(prefix="check_patches.") as tmp:
         for label, patches, required in passes:
             tree = Path(tmp, label.replace(" ", "_").replace("+", "p"), "tree")
@@ -480,7 +539,8 @@ def _wheel_checks(series: Series, root: Path, torch: InstalledTorch,
             report.result(f"hunks apply to torch {torch.version} ({label})",
                           errors, f"{len(patches)} patch(es)")
             if not errors:
-                _check_torchgen(tree, torch.site, root, label, required, report)
+                _check_torchgen(tree, torch.site, root, label, required, report,
+                                compile_headers=required or pending)
     _check_new_files_absent(series, torch.site, report)
     return checked
 

@@ -77,20 +77,15 @@ bool built_with_cuda() {
 #endif
 }
 
-// grad_out in the inputs' dtype for the backward's grouped GEMMs. After an
-// out_dtype=float32 forward on CUDA, one cast kernel within the SM carveout
-// through the dispatcher (so a traced backward records the op); elsewhere,
-// and in a double backward (the op has no derivative), .to().
-at::Tensor grad_in_dtype(const at::Tensor& grad_out, at::ScalarType dtype) {
-  if (grad_out.scalar_type() == dtype || !built_with_cuda() ||
-      !grad_out.is_cuda() || grad_out.requires_grad()) {
-    return grad_out.to(dtype);
-  }
+// The CUDA kernel of the backward's gradient cast (the rule that picks it
+// is at::native::grouped_mm_grad_in_dtype), through the dispatcher so a
+// traced backward records the op.
+at::Tensor call_grad_to(const at::Tensor& grad, at::ScalarType dtype) {
   static const auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("overlap_ops::_grouped_mm_grad_to", "")
           .typed<at::Tensor(const at::Tensor&, at::ScalarType)>();
-  return op.call(grad_out, dtype);
+  return op.call(grad, dtype);
 }
 
 bool column_major(const at::Tensor& t) {
@@ -167,7 +162,9 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     // kernels take one input dtype); bias, which may be float32 with bf16
     // inputs (out_dtype=float32), is reduced from the unrounded gradient.
     const at::Tensor& grad_out = grads[0];
-    const at::Tensor grad = grad_in_dtype(grad_out, a.scalar_type());
+    const at::Tensor grad = at::native::grouped_mm_grad_in_dtype(
+        grad_out, a.scalar_type(),
+        built_with_cuda() ? &call_grad_to : nullptr);
     at::Tensor grad_a, grad_b, grad_bias;
     if (ctx->needs_input_grad(0)) {
       // Every layout: grad x mat2^T (offs is None for 3d x 3d).

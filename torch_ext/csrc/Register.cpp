@@ -6,6 +6,7 @@
 #ifdef OVERLAP_OPS_WITH_CUDA
 #include <ATen/native/cuda/GroupColumnSums.h>
 #include <ATen/native/cuda/GroupedMMCUDA.h>
+#include <ATen/native/cuda/GroupGradCast.h>
 #endif
 
 #include "AtenOverride.h"
@@ -70,7 +71,7 @@ TORCH_LIBRARY(overlap_ops, m) {
   m.def("_group_column_sums(Tensor grad, Tensor? offs, ScalarType dtype) "
         "-> Tensor");
   // The backward's cast of an out_dtype=float32 gradient to the inputs'
-  // dtype within the SM carveout (cuda/GroupedMMCUDA.h); CUDA only, called
+  // dtype within the SM carveout (cuda/GroupGradCast.h); CUDA only, called
   // like _group_column_sums.
   m.def("_grouped_mm_grad_to(Tensor grad, ScalarType dtype) -> Tensor");
 }

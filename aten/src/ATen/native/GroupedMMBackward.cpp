@@ -1,5 +1,6 @@
-// Bias gradient of _grouped_mm from at:: ops only, so the same host code
-// builds inside PyTorch (CPU library) and in the out-of-tree extension.
+// Bias gradient and gradient cast of _grouped_mm from at:: ops only, so the
+// same host code builds inside PyTorch (CPU library) and in the out-of-tree
+// extension.
 
 #include <ATen/native/GroupedMMBackward.h>
 
@@ -73,6 +74,19 @@ Tensor bias_grad_batched(const Tensor& grad) {
 }
 
 }  // namespace
+
+Tensor grouped_mm_grad_in_dtype(
+    const Tensor& grad,
+    ScalarType dtype,
+    GradCastFn cast) {
+  if (!grad.defined() || grad.scalar_type() == dtype) {
+    return grad;
+  }
+  if (cast != nullptr && grad.is_cuda() && !grad.requires_grad()) {
+    return cast(grad, dtype);
+  }
+  return grad.to(dtype);
+}
 
 Tensor grouped_mm_bias_backward(
     const Tensor& grad,

@@ -2,7 +2,8 @@
 
 // Gradients of _grouped_mm that autograd (derivatives.yaml) cannot express
 // as another _grouped_mm call by itself. The self and mat2 gradients stay in
-// FunctionsManual.cpp; this header only adds the bias gradient.
+// FunctionsManual.cpp; this header adds the bias gradient and the cast of an
+// out_dtype=float32 output gradient to the inputs' dtype.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
@@ -45,6 +46,21 @@ inline bool column_sums_takes(ScalarType t) {
 inline ScalarType column_sums_acc_dtype(ScalarType t) {
   return c10::promoteTypes(t, kFloat);
 }
+
+// The output gradient in the inputs' dtype, for the self and mat2
+// gradients: their grouped GEMMs take one input dtype, and after an
+// out_dtype=float32 forward of bf16/fp16 inputs grad is float32. grad itself
+// when it already has `dtype`. On CUDA, `cast` (when given) makes the copy
+// in one kernel within the SM carveout: a dispatcher op whose CUDA kernel is
+// grouped_mm_grad_to_cuda (cuda/GroupGradCast.h), so a traced backward
+// records it. Elsewhere, and when grad requires grad (a double backward:
+// the op has no derivative), Tensor::to.
+using GradCastFn = Tensor (*)(const Tensor&, ScalarType);
+
+Tensor grouped_mm_grad_in_dtype(
+    const Tensor& grad,
+    ScalarType dtype,
+    GradCastFn cast = nullptr);
 
 Tensor grouped_mm_bias_backward(
     const Tensor& grad,
