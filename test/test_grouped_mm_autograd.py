@@ -356,6 +356,34 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             self.assertEqual(x.grad, x2.grad)
             self.assertEqual(w.grad, w2.grad)
 
+    @onlyCUDA
+    @needs_grad_to
+    @dtypes(torch.bfloat16)
+    def test_compile_float32_out_dtype_backward(self, device, dtype):
+        # A compiled backward of an out_dtype=float32 call keeps the
+        # carveout-bounded cast (its fake kernel traces) and computes what
+        # eager does.
+        from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+        def step(x, w, offs, bias):
+            out = _grouped_mm(x, w, offs, bias, torch.float32)
+            return out.square().sum()
+
+        backend = AotEagerAndRecordGraphs()
+        compiled = torch.compile(step, fullgraph=True, backend=backend)
+        offs = make_offsets([70, 0, 130, 56], device)
+        leaves = [_randn(260, 64, device=device, dtype=dtype),
+                  _randn(4, 64, 96, device=device, dtype=dtype),
+                  torch.randn(4, 96, device=device)]
+        eager = [t.clone().requires_grad_() for t in leaves]
+        traced = [t.clone().requires_grad_() for t in leaves]
+        step(eager[0], eager[1], offs, eager[2]).backward()
+        compiled(traced[0], traced[1], offs, traced[2]).backward()
+        self.assertEqual(len(backend.bw_graphs), 1)
+        self.assertIn("_grouped_mm_grad_to", backend.bw_graphs[0].code)
+        for got, want in zip(traced, eager):
+            self.assertEqual(got.grad, want.grad)
+
     @needs_extension
     @onlyCPU
     @parametrize("dtype_name", ["float16", "float32", "bfloat16"])
