@@ -81,20 +81,28 @@ def _leaf_operands(layout, device, dtype):
 
 class TestGroupedMMAutograd(GroupedMMTestCase):
     def _check_rounded_grad_backward(self, a, b, offs, grad_out):
-        """a.grad and b.grad, after a backward of grad_out (float32) through
-        an out_dtype=float32 call, against float64 of grad_out rounded to
-        the inputs' dtype."""
+        """a.grad and b.grad (those that require grad; the others stay None),
+        after a backward of grad_out (float32) through an out_dtype=float32
+        call, against float64 of grad_out rounded to the inputs' dtype:
+        within tolerance, and exact zeros where the reference has them (rows
+        past offs[-1], empty groups)."""
         dtype = a.dtype
         a64 = a.detach().cpu().double().requires_grad_()
         b64 = b.detach().cpu().double().requires_grad_()
         reference_grouped_mm_autograd(a64, b64, offs, None).backward(
-            grad_out.to(dtype).cpu().double())
+            grad_out.detach().to(dtype).cpu().double())
         tol = tolerance(dtype, self.device_type)
-        for got, want in ((a.grad, a64.grad), (b.grad, b64.grad)):
+        for leaf, want in ((a, a64.grad), (b, b64.grad)):
+            if not leaf.requires_grad:
+                self.assertIsNone(leaf.grad)
+                continue
+            got = leaf.grad
             self.assertEqual(got.dtype, dtype)
             self.assertFalse(got.isnan().any().item())
-            err = ((got.cpu().double() - want).norm() / want.norm()).item()
+            got = got.detach().cpu().double()
+            err = ((got - want).norm() / want.norm()).item()
             self.assertLessEqual(err, tol)
+            self.assertEqual(torch.count_nonzero(got[want == 0]).item(), 0)
 
     @dtypes(torch.bfloat16)
     def test_opcheck(self, device, dtype):
@@ -279,20 +287,30 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
 
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
-    def test_float32_out_dtype_backward(self, device, dtype, layout):
+    @parametrize("needs", ["self", "mat2", "both", "double"])
+    def test_float32_out_dtype_backward(self, device, dtype, layout, needs):
         # bf16/fp16 inputs, out_dtype=float32: the self and mat2 gradients
         # are grouped GEMMs of the float32 output gradient rounded once to
         # the inputs' dtype. Upstream's formulas pass it as it is, so a
         # patched wheel's backward called _grouped_mm with a float32 and a
         # bf16 operand; the bias (float32) takes the unrounded gradient.
+        # Each of self and mat2 alone (the other is then not saved in a
+        # patched wheel), both, and a backward that builds a graph (grad
+        # requiring grad: Tensor.to, which has a derivative).
         a, b, offs = _leaf_operands(layout, device, dtype)
+        a.requires_grad_(needs != "mat2")
+        b.requires_grad_(needs != "self")
         groups = _LEAF_GROUPS
         bias = (None if layout == "3d_2d" else torch.randn(
             groups, b.shape[-1], device=device, requires_grad=True))
         out = _grouped_mm(a, b, offs, bias, torch.float32)
         self.assertEqual(out.dtype, torch.float32)
         grad_out = _randn(*out.shape, device=device, dtype=torch.float32)
-        out.backward(grad_out)
+        if needs == "double":
+            grad_out.requires_grad_()
+        out.backward(grad_out, create_graph=needs == "double")
+        if needs == "double":
+            self.assertIsNotNone(a.grad.grad_fn)
 
         self._check_rounded_grad_backward(a, b, offs, grad_out)
         if bias is not None:

@@ -170,19 +170,22 @@ class TestPatchTools(TestCase):
 
     @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
     @unittest.skipIf(shutil.which("g++") is None, "needs g++")
-    def test_patched_header_that_does_not_compile_fails(self) -> None:
-        # FunctionsManual.h's hunk names a function no yaml declares: the
-        # hunk still applies and torchgen still parses, the compile fails.
+    def test_formula_that_does_not_compile_fails(self) -> None:
+        # derivatives.yaml's self/mat2 formula drops an argument of the
+        # function it calls: the hunks still apply and torchgen still
+        # parses, the generated GroupedMmBackward0 does not compile.
         edit = self.root / "patches/edits/0005-grouped-mm-autograd-meta.diff"
         text = edit.read_text()
-        self.assertIn("&at::_grouped_mm_grad_to)", text)
-        edit.write_text(text.replace("&at::_grouped_mm_grad_to)",
-                                     "&at::_grouped_mm_grad_to_nowhere)"))
+        whole = "TensorGeometry(self), TensorGeometry(mat2), self.scalar_type()"
+        self.assertEqual(text.count(whole), 1)
+        edit.write_text(text.replace(
+            whole, "TensorGeometry(self), self.scalar_type()"))
         sync_patches.sync(self.root)
         report = check_patches.run_checks(self.root, None, strict=True)
-        self.assertTrue(any("patched headers compile (series)" in f
-                            and "_grouped_mm_grad_to_nowhere" in f
-                            for f in report.failures), report.failures)
+        self.assertTrue(
+            any("autograd nodes compile (series)" in f
+                and "grouped_mm_mat1_mat2_backward" in f
+                for f in report.failures), report.failures)
 
     @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
     def test_series_on_checkout_and_build_apply(self) -> None:

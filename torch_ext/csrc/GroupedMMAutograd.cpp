@@ -88,50 +88,6 @@ at::Tensor call_grad_to(const at::Tensor& grad, at::ScalarType dtype) {
   return op.call(grad, dtype);
 }
 
-bool column_major(const at::Tensor& t) {
-  return t.sym_stride(-2) == 1 && t.sym_stride(-1) != 1;
-}
-
-// d out / d mat2, in mat2's layout (row- or column-major).
-at::Tensor mat2_grad(
-    const at::Tensor& a,
-    const at::Tensor& b,
-    const at::Tensor& grad,
-    const std::optional<at::Tensor>& offs) {
-  const bool transposed = column_major(b);
-  if (a.dim() == 2 && b.dim() == 3) {
-    // (G, K, N) = a^T (K, sM) x grad (sM, N), grouped along sM.
-    return transposed
-        ? call_grouped_mm(grad.t(), a, offs, std::nullopt, std::nullopt)
-              .transpose(-2, -1)
-        : call_grouped_mm(a.t(), grad, offs, std::nullopt, std::nullopt);
-  }
-  if (a.dim() == 3 && b.dim() == 2) {
-    // (K, sN) = a^T (G, K, M) x grad (M, sN).
-    return transposed
-        ? call_grouped_mm(grad.t(), a, offs, std::nullopt, std::nullopt).t()
-        : call_grouped_mm(
-              a.transpose(-2, -1), grad, offs, std::nullopt, std::nullopt);
-  }
-  if (a.dim() == 2 && b.dim() == 2) {
-    // (sK, N) = a^T (sK, M) x grad (G, M, N).
-    return transposed
-        ? call_grouped_mm(
-              grad.transpose(-2, -1), a, offs, std::nullopt, std::nullopt)
-              .t()
-        : call_grouped_mm(a.t(), grad, offs, std::nullopt, std::nullopt);
-  }
-  // 3d x 3d, batched.
-  return transposed
-      ? call_grouped_mm(
-            grad.transpose(-2, -1), a, std::nullopt, std::nullopt,
-            std::nullopt)
-            .transpose(-2, -1)
-      : call_grouped_mm(
-            a.transpose(-2, -1), grad, std::nullopt, std::nullopt,
-            std::nullopt);
-}
-
 class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
  public:
   static at::Tensor forward(
@@ -158,21 +114,18 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     const std::optional<at::Tensor> offs =
         saved[2].defined() ? std::optional<at::Tensor>(saved[2])
                            : std::nullopt;
-    // self and mat2 get grouped_mm(grad, ...) with grad in their dtype (the
-    // kernels take one input dtype); bias, which may be float32 with bf16
-    // inputs (out_dtype=float32), is reduced from the unrounded gradient.
+    // self and mat2: grad cast once to their dtype (the kernels take one
+    // input dtype, and after out_dtype=float32 grad is float32), each
+    // gradient in its operand's layout. bias, which may be float32 with
+    // bf16 inputs, is reduced from the unrounded gradient.
     const at::Tensor& grad_out = grads[0];
-    const at::Tensor grad = at::native::grouped_mm_grad_in_dtype(
-        grad_out, a.scalar_type(),
-        built_with_cuda() ? &call_grad_to : nullptr);
     at::Tensor grad_a, grad_b, grad_bias;
-    if (ctx->needs_input_grad(0)) {
-      // Every layout: grad x mat2^T (offs is None for 3d x 3d).
-      grad_a = call_grouped_mm(
-          grad, b.transpose(-2, -1), offs, std::nullopt, std::nullopt);
-    }
-    if (ctx->needs_input_grad(1)) {
-      grad_b = mat2_grad(a, b, grad, offs);
+    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+      std::tie(grad_a, grad_b) = at::native::grouped_mm_mat1_mat2_backward(
+          grad_out, a, b, at::TensorGeometry(a), at::TensorGeometry(b),
+          a.scalar_type(), offs,
+          {ctx->needs_input_grad(0), ctx->needs_input_grad(1)},
+          &call_grouped_mm, built_with_cuda() ? &call_grad_to : nullptr);
     }
     // needs_input_grad counts only the tensor arguments that were given:
     // bias follows a, b and, when present, offs.

@@ -1,17 +1,26 @@
-// Bias gradient and gradient cast of _grouped_mm from at:: ops only, so the
-// same host code builds inside PyTorch (CPU library) and in the out-of-tree
-// extension.
+// Gradients of _grouped_mm from at:: ops only, so the same host code builds
+// inside PyTorch (CPU library) and in the out-of-tree extension.
 
 #include <ATen/native/GroupedMMBackward.h>
 
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
+#include <ATen/TensorSubclassLikeUtils.h>
 
 namespace at::native {
 
 namespace {
 
 constexpr const char* kOp = "grouped_mm_bias_backward";
+
+// Column-major in the last two dimensions (upstream's test in its
+// _grouped_mm formulas).
+bool is_column_major(const TensorGeometry& geometry) {
+  const SymIntArrayRef sizes = geometry.sym_sizes();
+  const SymIntArrayRef strides = geometry.sym_strides();
+  const size_t dim = sizes.size();
+  return strides[dim - 2] == 1 && strides[dim - 1] == sizes[dim - 2];
+}
 
 bool is_low_precision(ScalarType dtype) {
   return dtype == kBFloat16 || dtype == kHalf;
@@ -82,10 +91,51 @@ Tensor grouped_mm_grad_in_dtype(
   if (!grad.defined() || grad.scalar_type() == dtype) {
     return grad;
   }
-  if (cast != nullptr && grad.is_cuda() && !grad.requires_grad()) {
+  if (cast != nullptr && grad.is_cuda() && !grad.requires_grad() &&
+      !isTensorSubclassLike(grad)) {
     return cast(grad, dtype);
   }
   return grad.to(dtype);
+}
+
+std::tuple<Tensor, Tensor> grouped_mm_mat1_mat2_backward(
+    const Tensor& grad,
+    const std::optional<Tensor>& self,
+    const std::optional<Tensor>& mat2,
+    const TensorGeometry& self_geometry,
+    const TensorGeometry& mat2_geometry,
+    ScalarType dtype,
+    const std::optional<Tensor>& offs,
+    std::array<bool, 2> grad_input_mask,
+    GroupedMMFn grouped_mm,
+    GradCastFn cast) {
+  const Tensor g = grouped_mm_grad_in_dtype(grad, dtype, cast);
+  if (!g.defined()) {
+    return {};
+  }
+  const GroupedMMFn mm =
+      grouped_mm != nullptr ? grouped_mm : &at::_grouped_mm;
+  // PyTorch's generated autograd passes an absent offs as an undefined
+  // tensor.
+  const std::optional<Tensor> group_offs =
+      offs.has_value() && offs->defined() ? offs : std::nullopt;
+  const auto product = [&](const Tensor& x, const Tensor& y) {
+    return mm(x, y, group_offs, std::nullopt, std::nullopt);
+  };
+  Tensor grad_self, grad_mat2;
+  if (grad_input_mask[0]) {
+    TORCH_INTERNAL_ASSERT(mat2.has_value() && mat2->defined());
+    grad_self = is_column_major(self_geometry)
+        ? product(*mat2, g.transpose(-2, -1)).transpose(-2, -1)
+        : product(g, mat2->transpose(-2, -1));
+  }
+  if (grad_input_mask[1]) {
+    TORCH_INTERNAL_ASSERT(self.has_value() && self->defined());
+    grad_mat2 = is_column_major(mat2_geometry)
+        ? product(g.transpose(-2, -1), *self).transpose(-2, -1)
+        : product(self->transpose(-2, -1), g);
+  }
+  return {grad_self, grad_mat2};
 }
 
 Tensor grouped_mm_bias_backward(

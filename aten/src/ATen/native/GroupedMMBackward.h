@@ -1,15 +1,19 @@
 #pragma once
 
 // Gradients of _grouped_mm that autograd (derivatives.yaml) cannot express
-// as another _grouped_mm call by itself. The self and mat2 gradients stay in
-// FunctionsManual.cpp; this header adds the bias gradient and the cast of an
-// out_dtype=float32 output gradient to the inputs' dtype.
+// as another _grouped_mm call by itself: self and mat2 (after an
+// out_dtype=float32 forward the output gradient must first be cast to the
+// inputs' dtype) and bias. One implementation for PyTorch's generated
+// autograd and for the out-of-tree extension's C++ autograd Function.
 
+#include <ATen/TensorGeometry.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <tuple>
 
 namespace at::native {
 
@@ -54,12 +58,34 @@ inline ScalarType column_sums_acc_dtype(ScalarType t) {
 // in one kernel within the SM carveout: a dispatcher op whose CUDA kernel is
 // grouped_mm_grad_to_cuda (cuda/GroupGradCast.h), so a traced backward
 // records it. Elsewhere, and when grad requires grad (a double backward:
-// the op has no derivative), Tensor::to.
+// the op has no derivative) or is a tensor subclass (which the op does not
+// know), Tensor::to.
 using GradCastFn = Tensor (*)(const Tensor&, ScalarType);
 
 Tensor grouped_mm_grad_in_dtype(
     const Tensor& grad,
     ScalarType dtype,
+    GradCastFn cast = nullptr);
+
+// The self and mat2 gradients: grad, in the inputs' dtype `dtype`
+// (grouped_mm_grad_in_dtype, cast once for both), times the other operand,
+// each in its operand's layout: a column-major operand (the weights as
+// w.transpose(-2, -1)) gets a column-major gradient, computed as the
+// transposed product, so autograd copies nothing into w's layout. self is
+// read only for mat2's gradient and mat2 only for self's, so autograd saves
+// each only when the other requires grad (wrap_opt_if); the geometries give
+// the layouts. `grouped_mm` and `cast` as in grouped_mm_bias_backward and
+// grouped_mm_grad_in_dtype.
+std::tuple<Tensor, Tensor> grouped_mm_mat1_mat2_backward(
+    const Tensor& grad,
+    const std::optional<Tensor>& self,
+    const std::optional<Tensor>& mat2,
+    const TensorGeometry& self_geometry,
+    const TensorGeometry& mat2_geometry,
+    ScalarType dtype,
+    const std::optional<Tensor>& offs,
+    std::array<bool, 2> grad_input_mask,
+    GroupedMMFn grouped_mm = nullptr,
     GradCastFn cast = nullptr);
 
 Tensor grouped_mm_bias_backward(
