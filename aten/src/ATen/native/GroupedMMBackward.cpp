@@ -5,7 +5,6 @@
 
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
-#include <ATen/TensorSubclassLikeUtils.h>
 
 namespace at::native {
 
@@ -91,8 +90,10 @@ Tensor grouped_mm_grad_in_dtype(
   if (!grad.defined() || grad.scalar_type() == dtype) {
     return grad;
   }
-  if (cast != nullptr && grad.is_cuda() && !grad.requires_grad() &&
-      !isTensorSubclassLike(grad)) {
+  // Tensor subclasses take the op too: the fake and functional tensors of a
+  // traced backward are subclass-like, and the traced graph must keep the
+  // bounded cast (a DTensor gradient would need a sharding rule for it).
+  if (cast != nullptr && grad.is_cuda() && !grad.requires_grad()) {
     return cast(grad, dtype);
   }
   return grad.to(dtype);

@@ -58,8 +58,7 @@ inline ScalarType column_sums_acc_dtype(ScalarType t) {
 // in one kernel within the SM carveout: a dispatcher op whose CUDA kernel is
 // grouped_mm_grad_to_cuda (cuda/GroupGradCast.h), so a traced backward
 // records it. Elsewhere, and when grad requires grad (a double backward:
-// the op has no derivative) or is a tensor subclass (which the op does not
-// know), Tensor::to.
+// the op has no derivative), Tensor::to.
 using GradCastFn = Tensor (*)(const Tensor&, ScalarType);
 
 Tensor grouped_mm_grad_in_dtype(
