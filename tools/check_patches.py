@@ -382,11 +382,10 @@ def _changed_autograd_nodes(tree: Path, site: Path, native_yaml: Path,
                               for d in info.derivatives]
                 for schema, by_key in table.items()}
 
-    before = formulas(base)
+    before, after = formulas(base), formulas(infos)
     changed = [info.op for schema, by_key in infos.items()
-               for info in by_key.values()
-               if info.op and formulas({schema: by_key})[str(schema)]
-               != before.get(str(schema))]
+               if after[str(schema)] != before.get(str(schema))
+               for info in by_key.values() if info.op]
     if not changed:
         return {}
     out.mkdir(parents=True, exist_ok=True)
