@@ -356,7 +356,17 @@ class _ContractTests:
             """grouped_mm: offs must be None for the batched 3d x 3d layout""")
         self.assertExpectedInline(
             message(a, b, offs, None, torch.float16),
-            """grouped_mm: out_dtype must be None, Float or (for bfloat16/float16 inputs) Float, got Half""")
+            """grouped_mm: out_dtype must be None or Float (the inputs' dtype), got Half""")
+        self.assertExpectedInline(
+            message(a.bfloat16(), b.bfloat16(), offs, None, torch.float16),
+            """grouped_mm: out_dtype must be None or BFloat16 (the inputs' dtype) or Float, got Half""")
+        self.assertExpectedInline(
+            message(a, b, offs, torch.randn(3, 4).half()),
+            """grouped_mm: bias must have dtype Float (the inputs' dtype), got Half""")
+        self.assertExpectedInline(
+            message(a.half(), b.half(), offs, torch.randn(3, 4).bfloat16(),
+                    torch.float32),
+            """grouped_mm: bias must have dtype Half (the inputs' dtype) or Float (out_dtype), got BFloat16""")
         self.assertExpectedInline(
             message(a, b, offs, torch.randn(3, 5)),
             """grouped_mm: bias must have shape (G, N) = (3, 4), got [3, 5]""")

@@ -186,6 +186,50 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         err = ((got - want).norm() / want.norm()).item()
         self.assertLessEqual(err, tolerance(dtype, self.device_type))
 
+    @dtypes(torch.float32, torch.bfloat16)
+    @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+    @parametrize("needs", ["self", "mat2", "both", "bias"])
+    def test_saves_only_the_operands_backward_reads(self, device, dtype,
+                                                    layout, needs):
+        # self is read only for mat2's gradient and mat2 only for self's,
+        # so each is saved only when the other requires grad (upstream's
+        # wrap_opt_if): an MoE with frozen experts keeps no activations
+        # alive. Both operands are column-major views, so the gradient of
+        # an operand that was not saved must still take its layout.
+        a, b, offs = _leaf_operands(layout, device, dtype)
+        a = a.detach().transpose(-2, -1).contiguous().transpose(-2, -1)
+        b = b.detach().transpose(-2, -1).contiguous().transpose(-2, -1)
+        a.requires_grad_(needs in ("self", "both"))
+        b.requires_grad_(needs in ("mat2", "both"))
+        bias = None
+        if needs == "bias":
+            if layout == "3d_2d":
+                self.skipTest("3d x 2d takes no bias")
+            bias = _randn(_LEAF_GROUPS, b.shape[-1], device=device,
+                          dtype=dtype).requires_grad_()
+        saved = []
+
+        def pack(t):
+            saved.append((t.data_ptr(), t.shape))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = _grouped_mm(a, b, offs, bias)
+        self.assertEqual((a.data_ptr(), a.shape) in saved, b.requires_grad)
+        self.assertEqual((b.data_ptr(), b.shape) in saved, a.requires_grad)
+
+        strides = {}
+        for name, leaf in (("self", a), ("mat2", b)):
+            if leaf.requires_grad:
+                leaf.register_hook(
+                    lambda g, name=name: strides.__setitem__(name, g.stride()))
+        grad_out = _randn(*out.shape, device=device, dtype=out.dtype)
+        out.backward(grad_out)
+        self.assertEqual(
+            strides, {name: leaf.stride() for name, leaf in
+                      (("self", a), ("mat2", b)) if leaf.requires_grad})
+        self._check_rounded_grad_backward(a, b, offs, grad_out)
+
     @onlyCPU
     @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
     def test_gradcheck_float64(self, device, layout):

@@ -11,6 +11,9 @@
 // 2d x 2d    g (G,M,N) x b^T (N,sK)  3d x 2d  a^T (sK,M) x g (G,M,N) 2d x 3d
 // 3d x 3d    g x b^T   batched                a^T x g   batched
 //
+// self is saved only when mat2 requires grad and mat2 only when self does
+// (each is read only for the other's gradient), as upstream's formulas do.
+//
 // mat2's gradient comes back in mat2's own layout: for a column-major mat2
 // (torchtitan passes w.transpose(-2, -1)) it is the transpose of
 // (g^T x self), so autograd hands it to the parameter without a transposing
@@ -30,6 +33,7 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
 
 namespace overlap_ops {
 namespace {
@@ -88,6 +92,26 @@ at::Tensor call_grad_to(const at::Tensor& grad, at::ScalarType dtype) {
   return op.call(grad, dtype);
 }
 
+// An operand's sizes and strides (symbolic under torch.compile), kept for
+// the layout of its gradient when the operand itself is not saved.
+void save_geometry(
+    AutogradContext* ctx, const std::string& name, const at::Tensor& t) {
+  ctx->saved_data[name + "_sizes"] = c10::IValue(t.sym_sizes());
+  ctx->saved_data[name + "_strides"] = c10::IValue(t.sym_strides());
+}
+
+at::TensorGeometry saved_geometry(
+    AutogradContext* ctx, const std::string& name) {
+  return at::TensorGeometry(
+      ctx->saved_data[name + "_sizes"].toSymIntVector(),
+      ctx->saved_data[name + "_strides"].toSymIntVector(),
+      /*storage_offset=*/0);
+}
+
+std::optional<at::Tensor> defined_or_nullopt(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
 class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
  public:
   static at::Tensor forward(
@@ -100,7 +124,16 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     // Below the autograd keys, so the inner call reaches the CPU/CUDA (or
     // fake) kernel instead of re-entering this autograd kernel.
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    ctx->save_for_backward({a, b, offs.value_or(at::Tensor())});
+    // Each operand is read only for the other one's gradient, so it is
+    // saved only when the other requires grad (upstream's wrap_opt_if):
+    // frozen experts keep no activations alive. The layouts the gradients
+    // follow come from the geometries, kept either way.
+    ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(),
+                            a.requires_grad() ? b : at::Tensor(),
+                            offs.value_or(at::Tensor())});
+    save_geometry(ctx, "a", a);
+    save_geometry(ctx, "b", b);
+    ctx->saved_data["dtype"] = a.scalar_type();
     ctx->saved_data["bias_dtype"] = bias.has_value() && bias->defined()
         ? c10::IValue(bias->scalar_type())
         : c10::IValue();
@@ -109,11 +142,11 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& a = saved[0];
-    const at::Tensor& b = saved[1];
-    const std::optional<at::Tensor> offs =
-        saved[2].defined() ? std::optional<at::Tensor>(saved[2])
-                           : std::nullopt;
+    const std::optional<at::Tensor> a = defined_or_nullopt(saved[0]);
+    const std::optional<at::Tensor> b = defined_or_nullopt(saved[1]);
+    const std::optional<at::Tensor> offs = defined_or_nullopt(saved[2]);
+    const at::TensorGeometry a_geometry = saved_geometry(ctx, "a");
+    const at::TensorGeometry b_geometry = saved_geometry(ctx, "b");
     // self and mat2: grad cast once to their dtype (the kernels take one
     // input dtype, and after out_dtype=float32 grad is float32), each
     // gradient in its operand's layout. bias, which may be float32 with
@@ -122,8 +155,8 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     at::Tensor grad_a, grad_b, grad_bias;
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
       std::tie(grad_a, grad_b) = at::native::grouped_mm_mat1_mat2_backward(
-          grad_out, a, b, at::TensorGeometry(a), at::TensorGeometry(b),
-          a.scalar_type(), offs,
+          grad_out, a, b, a_geometry, b_geometry,
+          ctx->saved_data["dtype"].toScalarType(), offs,
           {ctx->needs_input_grad(0), ctx->needs_input_grad(1)},
           &call_grouped_mm, built_with_cuda() ? &call_grad_to : nullptr);
     }
@@ -139,7 +172,8 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
       const bool one_kernel =
           built_with_cuda() && !grad_out.requires_grad();
       grad_bias = at::native::grouped_mm_bias_backward(
-          grad_out, a.dim(), b.dim(), offs, &call_grouped_mm,
+          grad_out, a_geometry.dim(), b_geometry.dim(), offs,
+          &call_grouped_mm,
           bias_dtype.toScalarType(),
           one_kernel ? &call_group_column_sums : nullptr);
     }

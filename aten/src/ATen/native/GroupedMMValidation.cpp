@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace at::native {
 
@@ -90,10 +91,12 @@ ScalarType resolve_out_dtype(
   if (!out_dtype.has_value() || *out_dtype == input) {
     return input;
   }
+  const bool low_precision = input == kBFloat16 || input == kHalf;
   TORCH_CHECK(
-      *out_dtype == kFloat && (input == kBFloat16 || input == kHalf),
-      kOp, ": out_dtype must be None, ", input,
-      " or (for bfloat16/float16 inputs) Float, got ", *out_dtype);
+      *out_dtype == kFloat && low_precision,
+      kOp, ": out_dtype must be None or ", input,
+      low_precision ? " (the inputs' dtype) or Float" : " (the inputs' dtype)",
+      ", got ", *out_dtype);
   return kFloat;
 }
 
@@ -112,9 +115,13 @@ void check_bias(
       b.dim() == 2 && b.size(0) == p.num_groups && b.size(1) == p.n,
       kOp, ": bias must have shape (G, N) = (", p.num_groups, ", ", p.n,
       "), got ", b.sizes());
+  // Named once when out_dtype is the inputs' dtype.
   TORCH_CHECK(
       b.scalar_type() == p.input_dtype || b.scalar_type() == p.out_dtype,
-      kOp, ": bias must have dtype ", p.input_dtype, " or ", p.out_dtype,
+      kOp, ": bias must have dtype ", p.input_dtype, " (the inputs' dtype)",
+      p.out_dtype == p.input_dtype
+          ? std::string()
+          : " or " + std::string(c10::toString(p.out_dtype)) + " (out_dtype)",
       ", got ", b.scalar_type());
   TORCH_CHECK(
       b.device() == self.device(),
