@@ -240,6 +240,81 @@ class TestPatchTools(TestCase):
         self.assertEqual(subjects, [p.spec.subject for p in series.emitted])
 
 
+# Run by test_dtensor_rule_of_grad_to: the patched native function
+# defined as an op with a reference CPU kernel, the series' DTensor rule
+# executed in its module, then one cast per placement on a fake 4-rank mesh.
+_DTENSOR_RULE_PROBE = """
+import sys
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import (
+    DeviceMesh, DTensor, Partial, Replicate, Shard)
+from torch.distributed.tensor._ops import _tensor_ops
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+schema, rule = sys.argv[1], open(sys.argv[2]).read()
+lib = torch.library.Library("aten", "FRAGMENT")
+lib.define(schema)
+lib.impl("_grouped_mm_grad_to", lambda g, d: g.to(d), "CPU")
+lib.impl("_grouped_mm_grad_to",
+         lambda g, d: g.new_empty(g.shape, dtype=d), "Meta")
+exec(compile(rule, "patched _tensor_ops.py", "exec"), vars(_tensor_ops))
+dist.init_process_group("fake", store=FakeStore(), rank=1, world_size=4)
+mesh = DeviceMesh("cpu", list(range(4)))
+# Local shards made here: the fake mesh's collectives move no data.
+for placement, shard in ((Shard(0), (4, 8)), (Shard(1), (16, 2)),
+                         (Replicate(), (16, 8))):
+    grad = DTensor.from_local(torch.randn(shard), mesh, [placement])
+    out = torch.ops.aten._grouped_mm_grad_to(grad, torch.bfloat16)
+    assert out.placements == (placement,), (placement, out.placements)
+    assert out.shape == (16, 8), out.shape
+    assert torch.equal(out.to_local(), grad.to_local().bfloat16())
+pending = DTensor.from_local(torch.randn(16, 8), mesh, [Partial()])
+out = torch.ops.aten._grouped_mm_grad_to(pending, torch.float16)
+assert out.placements == (Partial(),), out.placements
+print("placements kept")
+"""
+
+
+def _added_lines(diff: str, path: str) -> str:
+    """The lines a diff adds to `path`, without their '+'."""
+    lines, inside = [], False
+    for line in diff.splitlines():
+        if line.startswith("diff --git"):
+            inside = line.endswith(f" b/{path}")
+        elif inside and line.startswith("+") and not line.startswith("+++"):
+            lines.append(line[1:])
+    return "\n".join(lines) + "\n"
+
+
+class TestPatchedDTensorRule(TestCase):
+    @unittest.skipIf(not _HAVE_PINNED_TORCH, "needs the pinned torch installed")
+    def test_dtensor_rule_of_grad_to(self) -> None:
+        # Patch 0005 adds aten::_grouped_mm_grad_to, which a DTensor
+        # gradient of an out_dtype=float32 call reaches, and its sharding
+        # rule in torch/distributed/tensor/_ops/_tensor_ops.py. The rule's
+        # code runs here against the pinned torch's DTensor, with the op
+        # defined from the patched schema (no wheel needed).
+        edits = (REPO / "patches" / "edits"
+                 / "0005-grouped-mm-autograd-meta.diff").read_text()
+        rule = _added_lines(
+            edits, "torch/distributed/tensor/_ops/_tensor_ops.py")
+        self.assertIn("aten._grouped_mm_grad_to.default", rule)
+        schema = next(
+            line.split("func: ", 1)[1] for line in _added_lines(
+                edits, "aten/src/ATen/native/native_functions.yaml"
+            ).splitlines() if "func: _grouped_mm_grad_to(" in line)
+        with tempfile.TemporaryDirectory() as tmp:
+            rule_file = Path(tmp) / "rule.py"
+            rule_file.write_text(rule)
+            run = subprocess.run(
+                [sys.executable, "-c", _DTENSOR_RULE_PROBE, schema,
+                 str(rule_file)],
+                capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+        self.assertIn("placements kept", run.stdout)
+
+
 class TestCheckPytorchSrc(TestCase):
     def test_missing_checkout_is_a_failure_not_a_traceback(self) -> None:
         report = check_patches.Report()
