@@ -359,7 +359,7 @@ class _ContractTests:
             """grouped_mm: out_dtype must be None or Float (the inputs' dtype), got Half""")
         self.assertExpectedInline(
             message(a.bfloat16(), b.bfloat16(), offs, None, torch.float16),
-            """grouped_mm: out_dtype must be None or BFloat16 (the inputs' dtype) or Float, got Half""")
+            """grouped_mm: out_dtype must be None, BFloat16 (the inputs' dtype) or Float, got Half""")
         self.assertExpectedInline(
             message(a, b, offs, torch.randn(3, 4).half()),
             """grouped_mm: bias must have dtype Float (the inputs' dtype), got Half""")
@@ -383,6 +383,38 @@ class _ContractTests:
             with overlap_ops.checked_offsets(False):
                 self.assertFalse(torch.ops.overlap_ops._checked_offsets())
             self.assertTrue(torch.ops.overlap_ops._checked_offsets())
+
+    @needs_extension
+    @onlyCPU
+    def test_checked_offsets_environment(self, device):
+        # The switch falls back to OVERLAP_OPS_CHECK_OFFSETS, read at every
+        # call, and the context manager hands it back on exit (it used to
+        # leave the value it found pinned, so the variable was never read
+        # again). A value it does not know raises instead of turning on.
+        read = torch.ops.overlap_ops._checked_offsets
+        saved = os.environ.get("OVERLAP_OPS_CHECK_OFFSETS")
+        try:
+            with overlap_ops.checked_offsets(True):
+                self.assertTrue(read())
+            for value, want in (("1", True), ("on", True), ("yes", True),
+                                ("0", False), ("off", False), ("", False)):
+                os.environ["OVERLAP_OPS_CHECK_OFFSETS"] = value
+                self.assertEqual(read(), want, value)
+                with overlap_ops.checked_offsets(not want):
+                    self.assertEqual(read(), not want, value)
+                self.assertEqual(read(), want, value)
+            os.environ["OVERLAP_OPS_CHECK_OFFSETS"] = "auto"
+            with self.assertRaisesRegex(
+                    RuntimeError, "OVERLAP_OPS_CHECK_OFFSETS must be 1, on"):
+                read()
+            overlap_ops.set_checked_offsets(False)  # overrides the variable
+            self.assertFalse(read())
+        finally:
+            overlap_ops.set_checked_offsets(None)
+            if saved is None:
+                os.environ.pop("OVERLAP_OPS_CHECK_OFFSETS", None)
+            else:
+                os.environ["OVERLAP_OPS_CHECK_OFFSETS"] = saved
 
     @onlyCPU
     def test_backend_override_ignored_on_cpu(self, device):

@@ -217,6 +217,9 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             out = _grouped_mm(a, b, offs, bias)
         self.assertEqual((a.data_ptr(), a.shape) in saved, b.requires_grad)
         self.assertEqual((b.data_ptr(), b.shape) in saved, a.requires_grad)
+        # Nothing else but the offsets.
+        self.assertEqual(len(saved), int(a.requires_grad)
+                         + int(b.requires_grad) + (offs is not None))
 
         strides = {}
         for name, leaf in (("self", a), ("mat2", b)):
@@ -417,6 +420,41 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             self.assertEqual(loss, step(x2.detach(), w2.detach(), offs))
             self.assertEqual(x.grad, x2.grad)
             self.assertEqual(w.grad, w2.grad)
+
+    @onlyCPU
+    @parametrize("needs", ["self", "mat2", "both"])
+    def test_compiled_autograd_one_capture_across_token_counts(self, device,
+                                                               needs):
+        # An MoE's token counts change every step, so compiled autograd must
+        # not capture the backward again for each: sizes kept as one list in
+        # the autograd node's saved data were hashed into its cache key (one
+        # capture per shape). mat2 is a column-major view, so the layout
+        # kept for a gradient is exercised too.
+        from torch._dynamo import compiled_autograd
+        from torch._dynamo.utils import counters
+
+        counters.clear()
+        calls = []
+        with compiled_autograd._enable(
+                lambda gm: torch.compile(gm, backend="aot_eager")):
+            for total in (9, 13, 20, 27):
+                sizes = [total // 3, 0, total - total // 3 - 1]
+                offs = make_offsets(sizes, device)
+                a = _randn(total, 8, device=device, dtype=torch.float32)
+                b = _randn(3, 6, 8, device=device,
+                           dtype=torch.float32).transpose(-2, -1)
+                a.requires_grad_(needs != "mat2")
+                b.requires_grad_(needs != "self")
+                out = _grouped_mm(a, b, offs)
+                grad_out = _randn(*out.shape, device=device,
+                                  dtype=out.dtype)
+                out.backward(grad_out)
+                calls.append((a, b, offs, grad_out))
+        self.assertEqual(counters["compiled_autograd"]["captures"], 1)
+        for a, b, offs, grad_out in calls:
+            self._check_rounded_grad_backward(a, b, offs, grad_out)
+            if b.requires_grad:
+                self.assertEqual(b.grad.stride(), b.stride())
 
     @onlyCUDA
     @needs_grad_to

@@ -48,17 +48,21 @@ class TestReadme(TestCase):
 
     def test_every_environment_switch_is_documented(self) -> None:
         # A switch the code reads but docs/TUNING.md does not name is one
-        # a user cannot find; the scan covers the runtime switches in
-        # aten/ and the build's in torch_ext/.
-        read_at_runtime = re.compile(
+        # a user cannot find; the scan covers aten/ (runtime switches) and
+        # the Python of the build, the package, the tools and the tests.
+        read_in_cpp = re.compile(
             r'(?:env_choice|getenv)\(\s*"(OVERLAP_OPS_\w+)"')
-        read_at_build = re.compile(r'environ\.get\("(OVERLAP_OPS_\w+)"')
+        read_in_python = re.compile(
+            r'(?:environ\.get\(|environ\[|getenv\()\s*["\'](OVERLAP_OPS_\w+)')
         switches = set()
         for source in (REPO / "aten").rglob("*"):
             if source.suffix in {".h", ".cuh", ".cpp", ".cu"}:
-                switches |= set(read_at_runtime.findall(source.read_text()))
-        for source in (REPO / "torch_ext").glob("*.py"):
-            switches |= set(read_at_build.findall(source.read_text()))
+                switches |= set(read_in_cpp.findall(source.read_text()))
+        for folder in ("torch_ext", "tools", "test"):
+            for source in (REPO / folder).rglob("*.py"):
+                if "build" not in source.relative_to(REPO).parts:
+                    switches |= set(read_in_python.findall(
+                        source.read_text()))
         # Set by setup.py for its own nvcc wrapper, not by users.
         switches.discard("OVERLAP_OPS_REAL_NVCC")
         self.assertIn("OVERLAP_OPS_GROUPED_MM_BACKEND", switches)

@@ -61,6 +61,10 @@ def _want_cuda() -> bool:
     have_nvcc = cpp_extension.CUDA_HOME is not None and Path(
         cpp_extension.CUDA_HOME, "bin", "nvcc").exists()
     have = torch.version.cuda is not None and have_nvcc
+    if mode not in ("auto", "0", "off", "no", "1", "on", "yes"):
+        raise SystemExit(
+            f"overlap_ops: OVERLAP_OPS_CUDA must be auto, 0/off/no or "
+            f"1/on/yes, got {mode!r}")
     if mode in ("0", "off", "no"):
         return False
     if mode in ("1", "on", "yes") and not have:

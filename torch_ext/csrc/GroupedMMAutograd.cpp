@@ -34,6 +34,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace overlap_ops {
 namespace {
@@ -93,19 +94,33 @@ at::Tensor call_grad_to(const at::Tensor& grad, at::ScalarType dtype) {
 }
 
 // An operand's sizes and strides (symbolic under torch.compile), kept for
-// the layout of its gradient when the operand itself is not saved.
+// the layout of its gradient when the operand itself is not saved. One
+// entry per number: compiled autograd treats top-level integers as dynamic
+// inputs but hashes lists into its cache key, so a list of sizes recompiled
+// the backward for every new token count.
 void save_geometry(
     AutogradContext* ctx, const std::string& name, const at::Tensor& t) {
-  ctx->saved_data[name + "_sizes"] = c10::IValue(t.sym_sizes());
-  ctx->saved_data[name + "_strides"] = c10::IValue(t.sym_strides());
+  ctx->saved_data[name + "_dim"] = t.dim();
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    const std::string index = std::to_string(i);
+    ctx->saved_data[name + "_size" + index] = t.sym_size(i);
+    ctx->saved_data[name + "_stride" + index] = t.sym_stride(i);
+  }
 }
 
 at::TensorGeometry saved_geometry(
     AutogradContext* ctx, const std::string& name) {
+  // Compiled autograd may hand integers back as SymInts.
+  const int64_t dim =
+      ctx->saved_data[name + "_dim"].toSymInt().guard_int(__FILE__, __LINE__);
+  std::vector<c10::SymInt> sizes, strides;
+  for (int64_t i = 0; i < dim; ++i) {
+    const std::string index = std::to_string(i);
+    sizes.push_back(ctx->saved_data[name + "_size" + index].toSymInt());
+    strides.push_back(ctx->saved_data[name + "_stride" + index].toSymInt());
+  }
   return at::TensorGeometry(
-      ctx->saved_data[name + "_sizes"].toSymIntVector(),
-      ctx->saved_data[name + "_strides"].toSymIntVector(),
-      /*storage_offset=*/0);
+      std::move(sizes), std::move(strides), /*storage_offset=*/0);
 }
 
 std::optional<at::Tensor> defined_or_nullopt(const at::Tensor& t) {

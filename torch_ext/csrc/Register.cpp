@@ -38,8 +38,12 @@ bool route_aten_grouped_mm(bool enabled) {
   return route.set(enabled);
 }
 
-void set_checked_offsets(bool enabled) {
+void set_checked_offsets(std::optional<bool> enabled) {
   at::native::set_grouped_mm_checked_offsets(enabled);
+}
+
+std::optional<bool> checked_offsets_override() {
+  return at::native::grouped_mm_checked_offsets_override();
 }
 
 bool checked_offsets() {
@@ -61,9 +65,11 @@ TORCH_LIBRARY(overlap_ops, m) {
   m.def(overlap_ops::kGroupedMMSchema);
   m.def("_route_aten_grouped_mm(bool enabled) -> bool",
         &overlap_ops::route_aten_grouped_mm);
-  m.def("_set_checked_offsets(bool enabled) -> ()",
+  m.def("_set_checked_offsets(bool? enabled) -> ()",
         &overlap_ops::set_checked_offsets);
   m.def("_checked_offsets() -> bool", &overlap_ops::checked_offsets);
+  m.def("_checked_offsets_override() -> bool?",
+        &overlap_ops::checked_offsets_override);
   m.def("_has_cuda_kernels() -> bool", &overlap_ops::has_cuda_kernels);
   // The bias gradient's per-group column sums (cuda/GroupColumnSums.h); CUDA
   // only, called by the C++ autograd through the dispatcher so that

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace at::native {
 
@@ -94,9 +95,9 @@ ScalarType resolve_out_dtype(
   const bool low_precision = input == kBFloat16 || input == kHalf;
   TORCH_CHECK(
       *out_dtype == kFloat && low_precision,
-      kOp, ": out_dtype must be None or ", input,
-      low_precision ? " (the inputs' dtype) or Float" : " (the inputs' dtype)",
-      ", got ", *out_dtype);
+      kOp, ": out_dtype must be None",
+      low_precision ? ", " : " or ", input, " (the inputs' dtype)",
+      low_precision ? " or Float" : "", ", got ", *out_dtype);
   return kFloat;
 }
 
@@ -130,7 +131,7 @@ void check_bias(
 }
 
 std::atomic<int>& checked_offsets_override() {
-  // -1: not set from Python, fall back to the environment.
+  // -1: not set, read the environment.
   static std::atomic<int> value{-1};
   return value;
 }
@@ -250,12 +251,30 @@ bool grouped_mm_checked_offsets() {
     return overridden == 1;
   }
   const char* env = std::getenv("OVERLAP_OPS_CHECK_OFFSETS");
-  return env != nullptr && std::strcmp(env, "") != 0 &&
-      std::strcmp(env, "0") != 0;
+  const std::string_view value = env == nullptr ? "" : env;
+  for (const char* off : {"", "0", "off", "false", "no"}) {
+    if (value == off) {
+      return false;
+    }
+  }
+  for (const char* on : {"1", "on", "true", "yes"}) {
+    if (value == on) {
+      return true;
+    }
+  }
+  TORCH_CHECK(false, kOp, ": OVERLAP_OPS_CHECK_OFFSETS must be 1, on, true "
+              "or yes (checked), or empty, 0, off, false or no; got '", value,
+              "'");
 }
 
-void set_grouped_mm_checked_offsets(bool enabled) {
-  checked_offsets_override().store(enabled ? 1 : 0);
+void set_grouped_mm_checked_offsets(std::optional<bool> enabled) {
+  checked_offsets_override().store(enabled.has_value() ? (*enabled ? 1 : 0)
+                                                       : -1);
+}
+
+std::optional<bool> grouped_mm_checked_offsets_override() {
+  const int overridden = checked_offsets_override().load();
+  return overridden < 0 ? std::nullopt : std::optional<bool>(overridden == 1);
 }
 
 }  // namespace at::native

@@ -53,9 +53,13 @@ void check_grouped_mm_offsets_on_host(
     const Tensor& offs_cpu,
     int64_t grouped_extent);
 
-// Reads the checked-mode switch: OVERLAP_OPS_CHECK_OFFSETS=1 in the
-// environment or set_grouped_mm_checked_offsets(true).
+// Reads the checked-mode switch: set_grouped_mm_checked_offsets when it
+// holds a value, else OVERLAP_OPS_CHECK_OFFSETS in the environment (1, on,
+// true or yes: checked; unset, empty, 0, off, false or no: not; any other
+// value raises, naming the accepted ones).
 bool grouped_mm_checked_offsets();
-void set_grouped_mm_checked_offsets(bool enabled);
+// nullopt hands the switch back to the environment.
+void set_grouped_mm_checked_offsets(std::optional<bool> enabled);
+std::optional<bool> grouped_mm_checked_offsets_override();
 
 }  // namespace at::native
