@@ -3,10 +3,11 @@ profiler's chrome trace (``args.grid``). Shared by the carveout tests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import unittest
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -17,15 +18,25 @@ def launched_kernels(fn: Callable[[], object]) -> list[tuple[str, int]]:
     return [(name, ctas) for name, ctas, _ in launched_kernels_on_streams(fn)]
 
 
+@contextlib.contextmanager
+def carveout_set(carveout: int | None) -> Iterator[None]:
+    """torch._C._set_sm_carveout_experimental(carveout) (None or 0: none)
+    inside a with block; the previous setting after it, also after an
+    exception."""
+    previous = torch._C._get_sm_carveout_experimental()
+    torch._C._set_sm_carveout_experimental(carveout or None)
+    try:
+        yield
+    finally:
+        torch._C._set_sm_carveout_experimental(previous)
+
+
 def launched_kernels_under_carveout(
         fn: Callable[[], object], carveout) -> list[tuple[str, int]]:
     """launched_kernels(fn) with the SM carveout set to carveout (None or 0:
-    none), then none."""
-    torch._C._set_sm_carveout_experimental(carveout or None)
-    try:
+    none), then the previous setting."""
+    with carveout_set(carveout):
         return launched_kernels(fn)
-    finally:
-        torch._C._set_sm_carveout_experimental(None)
 
 
 def launched_kernels_on_streams(

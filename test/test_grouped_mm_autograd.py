@@ -28,6 +28,7 @@ from torch.testing._internal.common_utils import parametrize, run_tests
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from grouped_mm_reference import make_offsets, tolerance  # noqa: E402
 from launched_kernels import (  # noqa: E402
+    carveout_set,
     launched_kernels,
     launched_kernels_under_carveout,
 )
@@ -614,16 +615,13 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
                  torch.full((1, 1), 1.5, device=device).expand(40, 96),
                  base[:60, :120].reshape(3, 20, 120))
         for carveout in (None, 16):
-            torch._C._set_sm_carveout_experimental(carveout)
-            try:
+            with carveout_set(carveout):
                 for grad in grads:
                     got = op(grad, dtype)
                     self.assertTrue(got.is_contiguous())
                     self.assertEqual(got.dtype, dtype)
                     self.assertEqual(got, grad.to(dtype), atol=0, rtol=0,
                                      exact_dtype=True)
-            finally:
-                torch._C._set_sm_carveout_experimental(None)
         same = op(base, torch.float32)
         self.assertNotEqual(same.data_ptr(), base.data_ptr())
         self.assertEqual(same, base, atol=0, rtol=0)

@@ -50,6 +50,7 @@ from grouped_mm_reference import (  # noqa: E402
     tolerance,
 )
 from launched_kernels import (  # noqa: E402
+    carveout_set,
     launched_kernels,
     launched_kernels_under_carveout,
 )
@@ -96,16 +97,13 @@ def _check_wgrad_cases(test, device, dtype, cases, env):
     manager factory) and a carveout of SMs - 8, so each CTA walks many
     tiles, checked against float64 per group by test._run_and_check."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    torch._C._set_sm_carveout_experimental(sms - 8)
-    try:
+    with carveout_set(sms - 8):
         for sizes, m, n, with_bias in cases:
             a, b = _wgrad_operands(device, dtype, sizes, m, n)
             bias = (_randn(len(sizes), n, device=device, dtype=dtype)
                     if with_bias else None)
             with env():
                 test._run_and_check(a, b, make_offsets(sizes, device), bias)
-    finally:
-        torch._C._set_sm_carveout_experimental(None)
 
 
 def _sm90_env(**settings):
@@ -129,8 +127,7 @@ def _check_fwd_walk_cases(test, device, dtype, b_transposed, envs, calls=1,
     carveout of SMs - 8 (each CTA walks many tiles), checked against
     float64 per group by test._run_and_check."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    torch._C._set_sm_carveout_experimental(sms - 8)
-    try:
+    with carveout_set(sms - 8):
         for sizes, k, n, with_bias in cases:
             a, b = _fwd_operands(device, dtype, sizes, k, n, b_transposed)
             bias = (_randn(len(sizes), n, device=device, dtype=dtype)
@@ -140,8 +137,6 @@ def _check_fwd_walk_cases(test, device, dtype, b_transposed, envs, calls=1,
                 with env():
                     for _ in range(calls):
                         test._run_and_check(a, b, offs, bias)
-    finally:
-        torch._C._set_sm_carveout_experimental(None)
 
 
 def _check_graph_replays(test, device, dtype, env, replays):
@@ -156,8 +151,7 @@ def _check_graph_replays(test, device, dtype, env, replays):
     b = _randn(groups, 256, 768, device=device, dtype=dtype)
     offs = make_offsets(sizes_of["balanced"], device)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    torch._C._set_sm_carveout_experimental(sms - 8)
-    try:
+    with carveout_set(sms - 8):
         with env():
             graph, out = _capture_graph(lambda: _grouped_mm(a, b, offs))
         for dist in replays:
@@ -169,8 +163,6 @@ def _check_graph_replays(test, device, dtype, env, replays):
             assert_matches_reference(
                 test, out, reference_grouped_mm(a, b, offs), a.dim(),
                 b.dim(), offs, tolerance(dtype, test.device_type))
-    finally:
-        torch._C._set_sm_carveout_experimental(None)
 
 
 def _capture_graph(fn):
@@ -416,11 +408,8 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         for name, blocks in grids:
             self.assertLessEqual(blocks, sms - carveout, name)
             self.assertNotIn("elementwise_kernel", name)
-        torch._C._set_sm_carveout_experimental(carveout)
-        try:
+        with carveout_set(carveout):
             self._run_and_check(a, b, offs, bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
         self._run_and_check(a, b, offs, bias)  # no carveout
 
     def test_carveout_out_of_range_raises(self, device):
@@ -428,12 +417,9 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         a = _randn(8, 16, device=device, dtype=torch.bfloat16)
         b = _randn(2, 16, 8, device=device, dtype=torch.bfloat16)
         offs = make_offsets([3, 5], device)
-        torch._C._set_sm_carveout_experimental(sms)
-        try:
+        with carveout_set(sms):
             with self.assertRaisesRegex(RuntimeError, r"0 <= k < \d+"):
                 _grouped_mm(a, b, offs)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
 
     @dtypes(torch.bfloat16)
     def test_bad_offsets_do_not_crash(self, device, dtype):
@@ -603,17 +589,6 @@ def _expects_relayout(call: str, device, dtype) -> bool:
     if dtype == torch.float32:
         return False
     return call == "fwd_bias" or _expected_family(device, dtype) != "generic"
-
-
-@contextlib.contextmanager
-def _sm_carveout(carveout):
-    """The SM carveout set to carveout (None or 0: none) for a with block,
-    then none."""
-    torch._C._set_sm_carveout_experimental(carveout or None)
-    try:
-        yield
-    finally:
-        torch._C._set_sm_carveout_experimental(None)
 
 
 class TestKernelNameFragments(TestCase):
@@ -1753,7 +1728,7 @@ class TestTf32MnBDirect(HopperTestCase):
         b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
         bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
         for carveout in (None, 9):
-            with _sm_carveout(carveout):
+            with carveout_set(carveout):
                 with self._direct(), _allow_tf32(True):
                     self._run_and_check(a, b, offs, bias)
         with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2",
@@ -1790,7 +1765,7 @@ class TestTf32MnBDirect(HopperTestCase):
         b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
         bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
         for carveout in (None, 9):
-            with _sm_carveout(carveout):
+            with carveout_set(carveout):
                 for setting in ("auto", "on", "off"):
                     with self._split(setting), _allow_tf32(True):
                         self._run_and_check(a, b, offs, bias)
@@ -1944,16 +1919,13 @@ class TestSm90TileOrder(HopperTestCase):
             bias = _randn(len(sizes), 264, device=device, dtype=dtype)
         offs = make_offsets(sizes, device)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
+        with carveout_set(sms - 8):
             with unittest.mock.patch.dict(
                     os.environ, {_BACKEND_ENV: "sm90",
                                  "OVERLAP_OPS_SM90_RASTER": raster,
                                  "OVERLAP_OPS_SM90_SWIZZLE":
                                  swizzle or "auto"}), _allow_tf32(True):
                 self._run_and_check(a, b, offs, bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
 
     @parametrize("name", ["OVERLAP_OPS_SM90_RASTER",
                           "OVERLAP_OPS_SM90_SWIZZLE",
@@ -2060,8 +2032,7 @@ class TestSm90StoreTile(HopperTestCase):
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         cases = [([300, 0, 1, 77, 130], 264, 520, True),
                  ([(i * 5) % 7 for i in range(1100)], 72, 136, False)]
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
+        with carveout_set(sms - 8):
             for sizes, k, n, with_bias in cases:
                 a, b = _fwd_operands(device, dtype, sizes, k, n,
                                      b_transposed)
@@ -2070,8 +2041,6 @@ class TestSm90StoreTile(HopperTestCase):
                 with self._store_tile(cols, "large_solo"):
                     self._run_and_check(a, b, make_offsets(sizes, device),
                                         bias)
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
 
     @parametrize("b_transposed", [False, True])
     def test_large_solo_runs_its_own_kernel(self, device, b_transposed):
@@ -2343,14 +2312,11 @@ class TestSm90LaunchWindows(HopperTestCase):
         a, b = _fwd_operands(device, torch.float32, sizes, k, n, b_transposed)
         offs = make_offsets(sizes, device)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
+        with carveout_set(sms - 8):
             with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2"), \
                     _allow_tf32(True):
                 names = [name for name, _ in launched_kernels(
                     lambda: _grouped_mm(a, b, offs))]
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
         gemms = _sm90_gemm_names(names)
         self.assertGreater(len(gemms), 1, names)
         self.assertTrue(all("ChunkedGroupProblemShape" in g for g in gemms),
@@ -2385,8 +2351,7 @@ class TestSm90LaunchWindows(HopperTestCase):
                 self, device, torch.float32,
                 lambda: _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="8"),
                 ("skewed", "balanced"))
-            torch._C._set_sm_carveout_experimental(sms - 2)
-            try:
+            with carveout_set(sms - 2):
                 for env in ({}, {"OVERLAP_OPS_SM90_LAUNCH_WAVES": "off"}):
                     with _sm90_env(**env):
                         self._run_and_check(a, b, offs)
@@ -2394,8 +2359,6 @@ class TestSm90LaunchWindows(HopperTestCase):
                 # Last: the profiler is not there under compute-sanitizer.
                 counts = (gemm_launches(a, b, offs),
                           gemm_launches(sa, sb, small_offs))
-            finally:
-                torch._C._set_sm_carveout_experimental(None)
         self.assertEqual(counts, (launches, 1))
 
     def test_tf32_other_calls_raise(self, device):
@@ -2441,8 +2404,7 @@ class TestSm90LaunchWindows(HopperTestCase):
             8, 2)
         self.assertEqual(launches, 4)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        torch._C._set_sm_carveout_experimental(sms - 8)
-        try:
+        with carveout_set(sms - 8):
             for waves, expected in (("2", launches), ("off", 1)):
                 with self._windows(waves):
                     self._run_and_check(a, b, offs)
@@ -2453,8 +2415,6 @@ class TestSm90LaunchWindows(HopperTestCase):
                 self.assertEqual(
                     waves == "2",
                     all("ChunkedGroupProblemShape" in k for k in kernels))
-        finally:
-            torch._C._set_sm_carveout_experimental(None)
 
     @dtypes(torch.bfloat16)
     def test_graph_replay_with_other_offsets(self, device, dtype):
