@@ -187,6 +187,16 @@ struct alignas(sizeof(T) * kCount) Vec {
   T v[kCount];
 };
 
+template <typename Out, typename In, int kCount>
+__device__ __forceinline__ Vec<Out, kCount> cast_vec(const Vec<In, kCount>& in) {
+  Vec<Out, kCount> out;
+#pragma unroll
+  for (int j = 0; j < kCount; ++j) {
+    out.v[j] = static_cast<Out>(in.v[j]);
+  }
+  return out;
+}
+
 template <typename In, typename Out>
 __global__ void __launch_bounds__(kThreads) flat_copy_kernel(
     const In* __restrict__ src, Out* __restrict__ dst, int64_t n,
@@ -210,22 +220,11 @@ __global__ void __launch_bounds__(kThreads) flat_copy_kernel(
     }
 #pragma unroll
     for (int u = 0; u < kFlatUnroll; ++u) {
-      OutVec out;
-#pragma unroll
-      for (int j = 0; j < kCount; ++j) {
-        out.v[j] = static_cast<Out>(in[u].v[j]);
-      }
-      dst_vec[i + u * stride] = out;
+      dst_vec[i + u * stride] = cast_vec<Out>(in[u]);
     }
   }
   for (; i < vecs; i += stride) {
-    const InVec in = src_vec[i];
-    OutVec out;
-#pragma unroll
-    for (int j = 0; j < kCount; ++j) {
-      out.v[j] = static_cast<Out>(in.v[j]);
-    }
-    dst_vec[i] = out;
+    dst_vec[i] = cast_vec<Out>(src_vec[i]);
   }
   for (int64_t e = vecs * kCount + first; e < n; e += stride) {
     dst[e] = static_cast<Out>(src[e]);
