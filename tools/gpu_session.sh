@@ -149,7 +149,9 @@ for stage in "$@"; do
       ;;
     test)
       # A hung kernel (a deadlocked pipeline) must not take the whole call.
-      timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q test \
+      # -rs: the log names every skip's reason, so a skipped GPU check
+      # cannot pass for a run one.
+      timeout "${TEST_TIMEOUT_S:-300}" python3 -m pytest -q -rs test \
         -k "cuda or CUDA" 2>&1 | tee "$OUT/test.log" | tail -25
       ;;
     saveext)
