@@ -92,6 +92,22 @@ def _wgrad_operands(device, dtype, sizes, m, n):
     return a, b
 
 
+def _mixed_group_operands(device, dtype, layout):
+    """a, b, bias and offs for five groups of mixed sizes (an empty group,
+    a one-row group, rows past offs[-1] in 2d_3d), in the fwd layouts
+    (2d_3d) or wgrad's (2d_2d)."""
+    sizes = [300, 0, 1, 777, 130]
+    if layout == "2d_3d":
+        a = _randn(sum(sizes) + 5, 96, device=device, dtype=dtype)
+        b = _randn(len(sizes), 96, 520, device=device, dtype=dtype)
+        n = 520
+    else:
+        a, b = _wgrad_operands(device, dtype, sizes, 520, 264)
+        n = 264
+    bias = _randn(len(sizes), n, device=device, dtype=dtype)
+    return a, b, bias, make_offsets(sizes, device)
+
+
 def _check_wgrad_cases(test, device, dtype, cases, env):
     """Each (sizes, m, n, with_bias) wgrad case under `env` (a context
     manager factory) and a carveout of SMs - 8, so each CTA walks many
@@ -1906,18 +1922,7 @@ class TestSm90TileOrder(HopperTestCase):
     @parametrize("order", ["m", "n", "m:8", "n:2"])
     def test_matches_reference(self, device, dtype, layout, order):
         raster, _, swizzle = order.partition(":")
-        sizes = [300, 0, 1, 777, 130]
-        if layout == "2d_3d":
-            a = _randn(sum(sizes) + 5, 96, device=device, dtype=dtype)
-            b = _randn(len(sizes), 96, 520, device=device, dtype=dtype)
-            bias = _randn(len(sizes), 520, device=device, dtype=dtype)
-        else:
-            # wgrad's layouts: a = grad_out^T (column-major), b = x.
-            a = _randn(520, sum(sizes), device=device, dtype=dtype,
-                       transposed=True)
-            b = _randn(sum(sizes), 264, device=device, dtype=dtype)
-            bias = _randn(len(sizes), 264, device=device, dtype=dtype)
-        offs = make_offsets(sizes, device)
+        a, b, bias, offs = _mixed_group_operands(device, dtype, layout)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         with carveout_set(sms - 8):
             with unittest.mock.patch.dict(
@@ -2468,18 +2473,7 @@ class TestSm90DirectClusterLaunch(HopperTestCase):
     @parametrize("layout", ["2d_3d", "2d_2d"])
     @parametrize("tile", ["large", "small", "large_solo"])
     def test_matches_reference(self, device, dtype, layout, tile):
-        sizes = [300, 0, 1, 777, 130]
-        if layout == "2d_3d":
-            a = _randn(sum(sizes) + 5, 96, device=device, dtype=dtype)
-            b = _randn(len(sizes), 96, 520, device=device, dtype=dtype)
-            bias = _randn(len(sizes), 520, device=device, dtype=dtype)
-        else:
-            # wgrad's layouts: a = grad_out^T (column-major), b = x.
-            a = _randn(520, sum(sizes), device=device, dtype=dtype,
-                       transposed=True)
-            b = _randn(sum(sizes), 264, device=device, dtype=dtype)
-            bias = _randn(len(sizes), 264, device=device, dtype=dtype)
-        offs = make_offsets(sizes, device)
+        a, b, bias, offs = _mixed_group_operands(device, dtype, layout)
         with self._env(tile, "direct"), _allow_tf32(True):
             self._run_and_check(a, b, offs, bias)
 
