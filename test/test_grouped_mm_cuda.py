@@ -813,9 +813,14 @@ class TestSm90TileConfig(TestCase):
         # GroupedMMTileChoice.h: the direct read's 2-CTA clusters from 1024
         # rows per group on average up to the windows' 2048 (DeepSeek EP8's
         # 1024 won 0.92-1.00 of the plain 256-token tile in two runs;
-        # Qwen3's 512 lost up to 1.04 on balanced rows).
-        def cluster(rows, groups):
-            return torch.ops.overlap_ops._sm90_tf32_mn_b_cluster(rows, groups)
+        # Qwen3's 512 lost up to 1.04 on balanced rows), on the H200's DRAM
+        # (peak 2 x 3201 MHz x 6144 bits); on the H100's (2 x 2619 MHz x
+        # 5120 bits) the plain tile won 0.84-0.97 on two cards.
+        h200, h100 = 2 * 3.201e9 * 768, 2 * 2.619e9 * 640
+
+        def cluster(rows, groups, dram=h200):
+            return torch.ops.overlap_ops._sm90_tf32_mn_b_cluster(
+                rows, groups, dram)
         rows = {
             ("deepseek_v3_ep8_w13", 32768, 32): True,
             ("qwen3_30b_a3b_w13", 65536, 128): False,
@@ -829,6 +834,14 @@ class TestSm90TileConfig(TestCase):
         self.assertTrue(cluster(2048 * 5 - 1, 5))
         self.assertFalse(cluster(2048 * 5, 5))
         self.assertFalse(cluster(0, 3))
+        # The bandwidth bound (4.4 TB/s) sits between the two cards.
+        for rows_, groups in ((32768, 32), (1024 * 5, 5), (2048 * 5 - 1, 5)):
+            self.assertFalse(cluster(rows_, groups, h100))
+            self.assertFalse(cluster(rows_, groups, 4.4e12 - 1))
+            self.assertTrue(cluster(rows_, groups, 4.4e12))
+        with self.assertRaisesRegex(RuntimeError,
+                                    "dram_bytes_per_second must be > 0"):
+            cluster(32768, 32, 0.0)
 
     @needs_extension
     def test_tile_chunk_for_few_tokens_per_group(self):

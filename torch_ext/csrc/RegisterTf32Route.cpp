@@ -68,10 +68,15 @@ bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
 }
 
 // Whether its 256-token tiles run on 2-CTA clusters by default
-// (tf32_mn_b_cluster_wins).
-bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups) {
+// (tf32_mn_b_cluster_wins) on a device of this peak DRAM bandwidth.
+bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups,
+                            double dram_bytes_per_second) {
   check_rows_and_groups(rows, groups);
-  return at::native::grouped_mm::sm90::tf32_mn_b_cluster_wins(rows, groups);
+  TORCH_CHECK(dram_bytes_per_second > 0,
+              "dram_bytes_per_second must be > 0, got ",
+              dram_bytes_per_second);
+  return at::native::grouped_mm::sm90::tf32_mn_b_cluster_wins(
+      rows, groups, dram_bytes_per_second);
 }
 
 // How many floats the padded copies align each group's start to, for
@@ -114,7 +119,8 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
         &overlap_ops::tf32_mn_b_narrow_wins);
   m.def("_tf32_mn_b_token_split_wins(int rows, int groups) -> bool",
         &overlap_ops::tf32_mn_b_token_split_wins);
-  m.def("_sm90_tf32_mn_b_cluster(int rows, int groups) -> bool",
+  m.def("_sm90_tf32_mn_b_cluster(int rows, int groups, "
+        "float dram_bytes_per_second) -> bool",
         &overlap_ops::sm90_tf32_mn_b_cluster);
   m.def("_tf32_k_group_pad(int tokens, int groups) -> int",
         &overlap_ops::tf32_k_group_pad);

@@ -8,7 +8,11 @@
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
 #include <ATen/native/cuda/GroupedMMSm90.h>
 #include <ATen/native/cuda/GroupedMMTf32Route.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -297,8 +301,8 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 // groups (tf32_mn_b_narrow_wins), past 96 rows per group on average split
 // per group between the 128- and 256-token kernels (a token split,
 // tf32_mn_b_token_split_wins), 256-token tiles on 2-CTA clusters from
-// 1024 to 2047 rows per group (sm90::tf32_mn_b_cluster_wins), else
-// 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
+// 1024 to 2047 rows per group on cards with the H200's DRAM bandwidth
+// (sm90::tf32_mn_b_cluster_wins), else 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
 // the token tile where it names one: medium 128, large_solo 256, large
 // 256 on clusters; small and wide leave it to the rules. pins.windows:
 // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
@@ -319,6 +323,32 @@ std::optional<bool> pinned_token_split() {
     default:
       return std::nullopt;
   }
+}
+
+// The current device's peak DRAM bandwidth in bytes per second (memory
+// clock x bus width, two transfers a clock), read once per device: the
+// cluster rule needs it (sm90::tf32_mn_b_cluster_wins).
+double peak_dram_bytes_per_second() {
+  constexpr int kCachedDevices = 64;
+  static std::array<std::atomic<double>, kCachedDevices> cached{};
+  const int device = c10::cuda::current_device();
+  if (device < kCachedDevices) {
+    const double known = cached[device].load(std::memory_order_relaxed);
+    if (known > 0) {
+      return known;
+    }
+  }
+  int clock_khz = 0;
+  int bus_bits = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz,
+                                        cudaDevAttrMemoryClockRate, device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(
+      &bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  const double bandwidth = 2.0 * clock_khz * 1e3 * bus_bits / 8;
+  if (device < kCachedDevices) {
+    cached[device].store(bandwidth, std::memory_order_relaxed);
+  }
+  return bandwidth;
 }
 
 // The switches pinned for the call that bear on the direct read's tile.
@@ -351,7 +381,8 @@ MnBTile tf32_mn_b_tile(const Geometry& geo, const MnBTilePins& pins) {
   const bool cluster = pinned
       ? *pinned == sm90::TileConfig::kLarge
       : !pins.windows &&
-          sm90::tf32_mn_b_cluster_wins(geo.extent, geo.num_groups);
+          sm90::tf32_mn_b_cluster_wins(geo.extent, geo.num_groups,
+                                       peak_dram_bytes_per_second());
   return cluster ? MnBTile::kCluster : MnBTile::kWide;
 }
 

@@ -305,9 +305,23 @@ inline int tf32_launch_waves_for(const Tf32WindowQuery& q) {
 // / 0.95 / 0.95 of the unclustered tile.
 constexpr int64_t kTf32ClusterMinRowsPerGroup = 1024;
 
-// rows: a row-grouped call's total rows (host-known), groups: G.
-inline bool tf32_mn_b_cluster_wins(int64_t rows, int64_t groups) {
-  return groups > 0 && rows >= kTf32ClusterMinRowsPerGroup * groups &&
+// The clusters win only on fast DRAM. The direct read moves 2.3-3.3x the
+// DRAM bytes of a GEMM per group (14.8 GB a call on deepseek_v3_ep8_w13,
+// ncu on the H200), and on the H100's 3.35 TB/s the unclustered tile won:
+// 0.84 / 0.93 / 0.97 and 0.87 / 0.91 / 0.93 of the cluster's time on two
+// cards (results/tf32/2026-12-06-h100-direct-read-b9b3d75,
+// 2026-12-06b-h100-61aec982-b9b3d75), while the H200's 4.8 TB/s gave the
+// numbers above. Between the two nothing was measured, so the bound sits
+// just below the H200 and other cards keep the plain tile.
+constexpr double kTf32ClusterMinDramBytesPerSecond = 4.4e12;
+
+// rows: a row-grouped call's total rows (host-known), groups: G,
+// dram_bytes_per_second: the device's peak DRAM bandwidth.
+inline bool tf32_mn_b_cluster_wins(int64_t rows, int64_t groups,
+                                   double dram_bytes_per_second) {
+  return groups > 0 &&
+      dram_bytes_per_second >= kTf32ClusterMinDramBytesPerSecond &&
+      rows >= kTf32ClusterMinRowsPerGroup * groups &&
       rows < kTf32WindowMinRowsPerGroup * groups;
 }
 
