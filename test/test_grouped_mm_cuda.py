@@ -1740,17 +1740,25 @@ class TestTf32MnBDirect(HopperTestCase):
         self.assertEqual(gemm(large, "auto"), gemm(large, "large_solo"))
         self.assertNotEqual(gemm(large, "auto"), gemm(small, "auto"))
         # 1024 to 2047 rows per group on average: the 2-CTA clusters (the
-        # kernel OVERLAP_OPS_SM90_TILE=large pins).
+        # kernel OVERLAP_OPS_SM90_TILE=large pins) where the device's peak
+        # DRAM bandwidth reaches the rule's bound (the H200), else the
+        # plain 256-token tile.
         clustered = [1500, 0, 1700]
-        self.assertEqual(gemm(clustered, "auto"), gemm(clustered, "large"))
-        self.assertNotEqual(gemm(clustered, "auto"), gemm(large, "auto"))
+        props = torch.cuda.get_device_properties(device)
+        dram = 2 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8
+        expected = ("large" if torch.ops.overlap_ops._sm90_tf32_mn_b_cluster(
+            sum(clustered), len(clustered), dram) else "large_solo")
+        self.assertEqual(gemm(clustered, "auto"), gemm(clustered, expected))
+        self.assertNotEqual(gemm(clustered, "large"),
+                            gemm(clustered, "large_solo"))
 
     def test_cluster_default_matches_reference_and_gives_way_to_windows(
             self, device):
-        # The clustered default on ragged groups (one empty, K and N not
-        # multiples of the tiles, a bias, rows past offs[-1]), with and
-        # without a carveout; with windows pinned the same call runs the
-        # windowed 256-token tiles instead of raising for the clusters.
+        # The clustered default (on the H200; elsewhere the plain tile, so
+        # the clusters are also pinned) on ragged groups (one empty, K and
+        # N not multiples of the tiles, a bias, rows past offs[-1]), with
+        # and without a carveout; with windows pinned the same call runs
+        # the windowed 256-token tiles instead of raising for the clusters.
         sizes = [1500, 0, 1201, 1777]
         offs = make_offsets(sizes, device)
         a = _randn(sum(sizes) + 9, 72, device=device, dtype=torch.float32)
@@ -1758,8 +1766,9 @@ class TestTf32MnBDirect(HopperTestCase):
         bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)
         for carveout in (None, 9):
             with carveout_set(carveout):
-                with self._direct(), _allow_tf32(True):
-                    self._run_and_check(a, b, offs, bias)
+                for tile in ("auto", "large"):
+                    with self._direct(tile), _allow_tf32(True):
+                        self._run_and_check(a, b, offs, bias)
         with _sm90_env(OVERLAP_OPS_SM90_LAUNCH_WAVES="2",
                        OVERLAP_OPS_SM90_TF32_MN_B="direct",
                        OVERLAP_OPS_SM90_TILE="auto"), _allow_tf32(True):
