@@ -302,9 +302,10 @@ std::optional<int> pinned_launch_waves(const sm90::TileChoice& choice,
 // per group between the 128- and 256-token kernels (a token split,
 // tf32_mn_b_token_split_wins), 256-token tiles on 2-CTA clusters from
 // 1024 to 2047 rows per group on cards with the H200's DRAM bandwidth
-// (sm90::tf32_mn_b_cluster_wins), else 256-token tiles without clusters. A pinned OVERLAP_OPS_SM90_TILE picks
-// the token tile where it names one: medium 128, large_solo 256, large
-// 256 on clusters; small and wide leave it to the rules. pins.windows:
+// (sm90::tf32_mn_b_cluster_wins), else 256-token tiles without
+// clusters. A pinned OVERLAP_OPS_SM90_TILE picks the token tile where it
+// names one: medium 128, large_solo 256, large 256 on clusters; small
+// and wide leave it to the rules. pins.windows:
 // OVERLAP_OPS_SM90_LAUNCH_WAVES asks for windows, which are built without
 // clusters, so the rules' clusters give way to the plain 256-token tile.
 enum class MnBTile { kNarrow, kSplit, kWide, kCluster };

@@ -57,9 +57,9 @@ struct Tf32MnBNarrowTileConfig {
 // did not win (0.99x the time of the 256-token tile in geometric mean,
 // results/tf32/2026-12-01a-narrow), but from 1024 to 2047 rows per group
 // it is the default on the H200 (tf32_mn_b_cluster_wins,
-// GroupedMMTileChoice.h);
-// OVERLAP_OPS_SM90_TILE=large pins it. A group whose weight-row tile
-// count is odd gets one idle CTA (gpt_oss_120b_w13: 45 tiles).
+// GroupedMMTileChoice.h); OVERLAP_OPS_SM90_TILE=large pins it. A group
+// whose weight-row tile count is odd gets one idle CTA (gpt_oss_120b_w13:
+// 45 tiles).
 using Tf32MnBClusterTileConfig = HalfK<LargeTileConfig>;
 
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both

@@ -307,12 +307,15 @@ constexpr int64_t kTf32ClusterMinRowsPerGroup = 1024;
 
 // The clusters win only on fast DRAM. The direct read moves 2.3-3.3x the
 // DRAM bytes of a GEMM per group (14.8 GB a call on deepseek_v3_ep8_w13,
-// ncu on the H200), and on the H100's 3.35 TB/s the unclustered tile won:
-// 0.84 / 0.93 / 0.97 and 0.87 / 0.91 / 0.93 of the cluster's time on two
-// cards (results/tf32/2026-12-06-h100-direct-read-b9b3d75,
-// 2026-12-06b-h100-61aec982-b9b3d75), while the H200's 4.8 TB/s gave the
-// numbers above. Between the two nothing was measured, so the bound sits
-// just below the H200 and other cards keep the plain tile.
+// ncu on the H200). On the H100's 3.35 TB/s the unclustered tile won on
+// three cards, 0.84-0.97 of the cluster's time on that row (and tied on
+// deepseek_v3_ep8_w2, 0.99-1.02), in results/tf32:
+//   2026-12-06-h100-direct-read-b9b3d75
+//   2026-12-06b-h100-61aec982-b9b3d75
+//   2026-12-06c-h100-836b9017-dram-rule-06d72b1
+// while the H200's 4.8 TB/s gave the numbers above. Between the two
+// nothing was measured, so the bound sits just below the H200 and other
+// cards keep the plain tile.
 constexpr double kTf32ClusterMinDramBytesPerSecond = 4.4e12;
 
 // rows: a row-grouped call's total rows (host-known), groups: G,
