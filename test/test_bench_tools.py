@@ -39,9 +39,6 @@ import grouped_mm_cases as cases  # noqa: E402
 import grouped_mm_report as report  # noqa: E402
 import compare_grouped_mm_runs as compare_runs  # noqa: E402
 import merge_grouped_mm_runs as merge_runs  # noqa: E402
-import probe_power  # noqa: E402
-import tile_fill  # noqa: E402
-import grouped_mm_gaps as gaps  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
 
@@ -53,7 +50,6 @@ except ImportError:  # a patched PyTorch wheel
 
 _SUITES = [REPO / "bench" / "moe_shapes.json",
            REPO / "bench" / "moe_shapes_extra.json"]
-_TILE_CHECK_SUITE = REPO / "bench" / "moe_shapes_tile_check.json"
 _SHARED_SUITE = REPO.parent / "shared" / "bench" / "moe_shapes.json"
 
 
@@ -232,17 +228,6 @@ class TestSuites(TestCase):
                          & {(c.M, c.K, c.N, c.E) for c in extra.cases})
         self.assertIn("config.json", extra.about)
         for case in extra.cases:  # stock stops at 1024 groups
-            self.assertLessEqual(case.E, 1024)
-
-    def test_tile_check_suite_is_new_shapes(self) -> None:
-        # The boundary check of the tile rule: its own shapes, not the
-        # two suites' rows again.
-        check = cases.load_suite(_TILE_CHECK_SUITE)
-        self.assertEqual(set(check.dists), set(cases.DISTS))
-        known = {(c.M, c.K, c.N, c.E)
-                 for path in _SUITES for c in cases.load_suite(path).cases}
-        self.assertFalse({(c.M, c.K, c.N, c.E) for c in check.cases} & known)
-        for case in check.cases:
             self.assertLessEqual(case.E, 1024)
 
     def test_unknown_dist_is_rejected(self) -> None:
@@ -1144,58 +1129,6 @@ class TestCompareRuns(TestCase):
         self.assertIn("does not exist", err.getvalue())
 
 
-class TestProbePower(TestCase):
-    """tools/probe_power.py: the parts that need no GPU."""
-
-    def test_samples_parsed_and_summarized(self):
-        text = ("1980, 650.50, 61\n"
-                "1755, 700.00, 64\n"
-                "[N/A], 10.0, 50\n"      # not measured: skipped
-                "1830, 690.0\n"          # cut short: skipped
-                "1900, 680.00, 63\n")
-        samples = probe_power.parse_samples(text)
-        self.assertEqual([s.sm_mhz for s in samples], [1980, 1755, 1900])
-        stats = probe_power.summarize(samples)
-        self.assertEqual(stats["sm_mhz"], 1900)
-        self.assertAlmostEqual(stats["watts"], (650.5 + 700 + 680) / 3)
-        self.assertEqual(stats["max_celsius"], 64)
-        self.assertEqual(probe_power.summarize([]),
-                         {"sm_mhz": None, "watts": None,
-                          "max_celsius": None})
-        self.assertAlmostEqual(probe_power.joules_per_call(600.0, 5000.0),
-                               3.0)
-        self.assertIsNone(probe_power.joules_per_call(None, 5000.0))
-
-    def test_render_and_arguments(self):
-        args = probe_power._parse_args(
-            ["--case", "mixtral_8x7b_w2", "--variant",
-             "large:OVERLAP_OPS_SM90_TILE=large"])
-        self.assertEqual((args.dist, args.dtype, args.pass_name),
-                         ("balanced", "bf16", "fwd"))
-        self.assertEqual(args.variant,
-                         [("large", {"OVERLAP_OPS_SM90_TILE": "large"})])
-        probe = {"gpu": "H200", "torch": "2.11", "seconds": 3.0,
-                 "source_commit": "abc1234",
-                 "sample_ms": 50, "checks": {"ours": "pass"},
-                 "row": {"case": "c", "dist": "balanced", "dtype": "bf16",
-                         "pass": "fwd"},
-                 "results": [{"column": "ours", "round": 0,
-                              "us_per_call": 5800.0, "sm_mhz": 1755.0,
-                              "watts": 690.0, "max_celsius": 64.0,
-                              "joules_per_call": 4.002},
-                             {"column": "stock", "round": 0,
-                              "us_per_call": 5700.0, "sm_mhz": None,
-                              "watts": None, "max_celsius": None,
-                              "joules_per_call": None}]}
-        md = probe_power.render(probe)
-        self.assertIn("| ours | 0 | 5800.0 | 1755 | 690.0 | 64 | 4.002 |",
-                      md)
-        self.assertIn("| stock | 0 | 5700.0 | n/a | n/a | n/a | n/a |", md)
-        self.assertIn("sources abc1234;", md)
-        del probe["source_commit"]  # probes written before it was recorded
-        self.assertIn("sources not recorded;", probe_power.render(probe))
-
-
 class TestMergeRuns(TestCase):
     """tools/merge_grouped_mm_runs.py: parts of one suite run in separate
     device calls, merged into one report."""
@@ -1405,63 +1338,6 @@ class TestMergeRuns(TestCase):
                 self.assertEqual(merge_runs.main(
                     [parts[0], parts[0], "--out", str(out)]), 1)
             self.assertIn("is in run 1 and run 2", err.getvalue())
-
-
-class TestTileFill(TestCase):
-    """tools/tile_fill.py: tile counts, the rows they cover, and the last
-    wave's fill, from a run's recorded group sizes."""
-
-    def test_counts_padding_and_waves(self):
-        # Groups of 300, 0 and 129 rows, 512 columns, 128x256 tiles: 3 + 2
-        # row tiles (the empty group none) x 2 column tiles = 10 tiles
-        # covering 640 rows for 429; 10 tiles on 4 SMs fill 10 of 12 slots.
-        tiles, useful, wave = tile_fill.tile_fill([300, 0, 129], 512, 128,
-                                                  256, sms=4)
-        self.assertEqual(tiles, 10)
-        self.assertAlmostEqual(useful, 429 / 640)
-        self.assertAlmostEqual(wave, 10 / 12)
-        # 64-row tiles: 5 + 3 row tiles cover 512 rows.
-        _, useful64, _ = tile_fill.tile_fill([300, 0, 129], 512, 64, 256,
-                                             sms=4)
-        self.assertAlmostEqual(useful64, 429 / 512)
-        self.assertEqual(tile_fill.tile_fill([0, 0], 512, 128, 256, 4),
-                         (0, 0.0, 0.0))
-        with self.assertRaisesRegex(ValueError, "must be > 0"):
-            tile_fill.tile_fill([1], 8, 0, 256, 4)
-
-    def test_table_reads_a_run(self):
-        run = {"sm_count": 132,
-               "group_sizes": {"c/skewed": [300, 0, 129]},
-               "rows": [{"case": "c", "dist": "skewed", "dtype": "bf16",
-                         "pass": pass_, "N": 4096, "K": 512,
-                         "ours_us": 30.0, "floor_us": 20.0}
-                        for pass_ in ("fwd", "dgrad")]}
-        text = tile_fill.table(run, "bf16", "dgrad", [(128, 256)], 132)
-        # dgrad's output has K (512) columns: 5 row tiles x 2.
-        self.assertIn("| c | skewed | 1.50 | 10 / 0.67 / 0.08 |", text)
-        # fwd's has N (4096): 5 x 16 = 80 tiles.
-        text = tile_fill.table(run, "bf16", "fwd", [(128, 256)], 132)
-        self.assertIn("| c | skewed | 1.50 | 80 / 0.67 / 0.61 |", text)
-        with self.assertRaisesRegex(ValueError, "no fp16 dgrad rows"):
-            tile_fill.table(run, "fp16", "dgrad", [(128, 256)], 132)
-        # fp32 rows are labelled tf32 by the bench.
-        with self.assertRaisesRegex(ValueError, "no tf32 dgrad rows"):
-            tile_fill.table(run, "fp32", "dgrad", [(128, 256)], 132)
-        with self.assertRaisesRegex(ValueError, "row-grouped passes only"):
-            tile_fill.table(run, "bf16", "wgrad", [(128, 256)], 132)
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "grouped_mm_results.json"
-            path.write_text(json.dumps(run))
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                self.assertEqual(tile_fill.main(
-                    [folder, "--pass", "dgrad", "--tile", "64x256"]), 0)
-            # 64-row tiles: 5 + 3 row tiles x 2 column tiles.
-            self.assertIn("| c | skewed | 1.50 | 16 / 0.84 / 0.12 |",
-                          out.getvalue())
-            with contextlib.redirect_stderr(io.StringIO()):
-                self.assertEqual(tile_fill.main(
-                    [str(Path(folder) / "missing")]), 1)
 
 
 class TestInductorKernel(TestCase):
@@ -1687,225 +1563,6 @@ class TestProfileTool(TestCase):
         no_marks = [e for e in events if e.get("name") != prof._CALL_MARK]
         self.assertIsNone(prof.call_host_times(no_marks))
 
-
-class TestGaps(TestCase):
-    """tools/grouped_mm_gaps.py: the tile and serial bounds of a row from
-    its group sizes, the reading, and the section the report renders."""
-
-    @staticmethod
-    def _row(pass_name="fwd", dtype="bf16", case="c", dist="skewed",
-             ours=150.0, compute=100.0, memory=50.0, **extra):
-        row = {"case": case, "dist": dist, "dtype": dtype, "pass": pass_name,
-               "M": 429, "K": 512, "N": 4096, "E": 3, "bound": "compute",
-               "flops": 100.0 * 700e6, "compute_us": compute,
-               "memory_us": memory, "floor_us": max(compute, memory),
-               "ours_us": ours, "stock_us": ours * 1.1}
-        row.update(extra)
-        return row
-
-    def test_row_grouped_padding_and_wave(self):
-        # tile_fill's example: 300, 0, 129 rows on 128x256 tiles cover 640
-        # rows for 429; 4096 columns are 16 whole tiles; 80 tiles on 132
-        # SMs fill one wave of 132 slots.
-        padded, wave = gaps.issued_work(self._row(), [300, 0, 129],
-                                        "large_solo", 132)
-        self.assertAlmostEqual(padded, 640 / 429)
-        self.assertAlmostEqual(wave, 80 / 132)
-        # dgrad's output columns are the suite's K (512: 2 tiles).
-        padded, _ = gaps.issued_work(self._row("dgrad", K=500), [128],
-                                     "large_solo", 132)
-        self.assertAlmostEqual(padded, 512 / 500)
-
-    def test_wgrad_pads_k_and_clusters(self):
-        # 8 tokens per group pad to the 64-deep K tile; the output's 200
-        # rows take 2 M tiles (already even for the 2-CTA cluster) and
-        # 100 rows 1, padded to 2.
-        row = self._row("wgrad", K=200, N=256)
-        padded, wave = gaps.issued_work(row, [8, 8, 0], "large", 132)
-        self.assertAlmostEqual(padded, 8 * (256 / 200))
-        self.assertAlmostEqual(wave, 4 / 132)  # 2 live groups x 2 x 1
-        padded, _ = gaps.issued_work(self._row("wgrad", K=100, N=256),
-                                     [64], "large", 132)
-        self.assertAlmostEqual(padded, 256 / 100)
-        self.assertEqual(gaps.issued_work(row, [0, 0], "large", 132),
-                         (1.0, 1.0))
-
-    def test_bounds_and_reading(self):
-        # Compute 100 us padded by 1.5 and stretched by half-filled waves:
-        # 300 us against memory 50: tile bound 3.0, serial 3.5 (floor 100).
-        row = self._row()
-        with unittest.mock.patch.object(gaps, "issued_work",
-                                        return_value=(1.5, 0.5)):
-            b = gaps.row_bounds(row, [1], "large_solo", 132)
-        self.assertAlmostEqual(b["tile"], 3.0)
-        self.assertAlmostEqual(b["serial"], 3.5)
-        bounds = {"tile": 1.2, "serial": 1.6}
-        self.assertEqual(gaps.reading(1.22, bounds), "tile")
-        self.assertEqual(gaps.reading(1.4, bounds),
-                         "overlap (50% of serial's extra)")
-        self.assertEqual(gaps.reading(2.0, bounds), "beyond serial (x1.25)")
-
-    def _results(self):
-        part = {"floor_peak_tflops": 700.0, "write_gbps": 4.0,
-                "peak_tflops": {"bf16": 700.0, "fp16": 650.0,
-                                "tf32": 350.0}}
-        rows = [self._row(ours=150.0, ours_rounds_us=[149.0, 150.0],
-                          stock_rounds_us=[160.0, 170.0]),
-                self._row(dtype="fp16", ours=160.0),
-                self._row(dtype="tf32", ours=290.0),
-                self._row(dist="balanced", ours=120.0,
-                          ours_rounds_us=[119.0, 121.0],
-                          stock_rounds_us=[118.0, 119.0]),
-                self._row("wgrad", K=256, N=256, ours=180.0)]
-        rows[3]["stock_us"] = 118.5  # ours 1.3% slower, inside no spread
-        return {"rows": rows, "sm_count": 132, "parts": [part],
-                "group_sizes": {"c/skewed": [300, 0, 129],
-                                "c/balanced": [143, 143, 143]}}
-
-    def test_gap_lines(self):
-        lines = gaps.gap_lines(self._results(), None)
-        text = "\n".join(lines)
-        self.assertIn("The extension is not importable here", text)
-        self.assertIn("### bf16 fwd (target: geometric mean of ours/floor "
-                      "<= 1.10)", text)
-        # Tile bound: 100 us x (640 / 429) / (80 / 132) = 246 us.
-        self.assertIn("| c | skewed | large_solo | 1.50 | 1.49 | 0.61 | "
-                      "2.46 | 2.96 | tile |", text)
-        self.assertIn("### bf16 wgrad", text)
-        # Its output, 3 x 256 x 256 x 2 bytes in 180 us, is 2.18 GB/s:
-        # 54.6% of the part's 4 GB/s write-only bandwidth.
-        self.assertRegex(text, r"\| c \| skewed \| large \| 1\.80 \|.*"
-                         r"\| 54\.6% \|")
-        # fp16 160 / bf16 150 = 1.07 over 1.03; dense 700 / 650 = 1.08.
-        self.assertIn("1 of 1 rows over. cuBLAS's dense fp16 mm takes "
-                      "1.08-1.08x its bf16 time", text)
-        self.assertIn("1 of the 1 rows over are at or below it", text)
-        self.assertIn("| c | skewed | fwd | compute | 1.07 | 1.08 |", text)
-        # tf32 290 / 150 = 1.93: within 2x, no table; dense 700 / 350.
-        self.assertIn("0 of 1 rows over. cuBLAS's dense tf32 mm takes "
-                      "2.00-2.00x its bf16 time", text)
-        self.assertIn("at this power limit, within the target.", text)
-        # The balanced row is 1.3% behind stock with 1.7% / 0.8% spreads.
-        self.assertIn("| bf16 | fwd | c | balanced | 1.013 | 1.7% | 0.8% | "
-                      "yes |", text)
-        # The heuristic's pick names the config where it is given.
-        picked = gaps.gap_lines(self._results(),
-                                lambda row_grouped, rows, tf32: "wide")
-        self.assertIn("| c | skewed | wide |", "\n".join(picked))
-
-    def test_report_renders_the_section(self):
-        text = report.markdown(dict(_fake_results(), **self._results()))
-        self.assertIn("## Gaps to the targets (a model: "
-                      "tools/grouped_mm_gaps.py)", text)
-        self.assertNotIn("## Gaps", report.markdown(_fake_results()))
-
-    @unittest.skipIf(not HAS_EXTENSION, "needs the overlap_ops extension")
-    def test_extension_heuristic(self):
-        pick = gaps.extension_tile_config()
-        self.assertIsNotNone(pick)
-        # 128 rows per group, 16-bit: wide; TF32: large_solo.
-        self.assertEqual(pick(True, 128, False), "wide")
-        self.assertEqual(pick(True, 128, True), "large_solo")
-
-    def test_cli(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "r.json"
-            path.write_text(json.dumps(self._results()))
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                self.assertEqual(gaps.main([str(path)]), 0)
-            self.assertIn("### bf16 fwd", out.getvalue())
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err):
-                self.assertEqual(gaps.main([str(Path(tmp) / "none")]), 2)
-            self.assertIn("cannot read", err.getvalue())
-
-
-instantiate_parametrized_tests(TestGroupSizes)
-instantiate_parametrized_tests(TestReferenceCheck)
-
-
-class TestWaveTraffic(TestCase):
-    """tools/wave_traffic.py: the DRAM bytes of a tile walk whose waves run
-    in step (a model; its calibration against ncu is in its docstring)."""
-
-    def setUp(self) -> None:
-        import wave_traffic
-        self.wt = wave_traffic
-
-    def test_order_follows_cutlass_bands(self) -> None:
-        group = self.wt.Group(m=256, k=8, n=1024)
-        walk = self.wt.Walk(tile_m=128, tile_n=256, swizzle=2)
-        self.assertEqual(list(self.wt.group_tiles(group, walk)), [
-            (0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (0, 3), (1, 2), (1, 3)])
-        # Raster N: along a tile row first.
-        along_n = dataclasses.replace(walk, raster="n", swizzle=1)
-        self.assertEqual(list(self.wt.group_tiles(group, along_n))[:5],
-                         [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)])
-        # Rounding tiles outside a group are dropped; empty groups have none.
-        odd = list(self.wt.group_tiles(self.wt.Group(m=130, k=8, n=256),
-                                       dataclasses.replace(walk, swizzle=4)))
-        self.assertEqual(odd, [(0, 0), (1, 0)])
-        self.assertEqual(list(self.wt.group_tiles(
-            self.wt.Group(m=0, k=8, n=256), walk)), [])
-
-    def test_bytes_by_hand(self) -> None:
-        # Two waves of two tiles; each reads both A row panels and one B
-        # column panel; the ragged second row panel has 72 real rows.
-        group = self.wt.Group(m=200, k=10, n=512)
-        walk = self.wt.Walk(tile_m=128, tile_n=256, ctas=2)
-        per_wave = (128 + 72 + 256) * 10 * 2
-        self.assertEqual(self.wt.dram_bytes([group], walk, 2),
-                         2 * per_wave + 200 * 512 * 2)
-        self.assertEqual(self.wt.least_bytes([group], 2),
-                         (200 + 512) * 10 * 2 + 200 * 512 * 2)
-        # A k = 0 group (wgrad) reads nothing and writes its zeros.
-        empty_k = self.wt.Group(m=128, k=0, n=256)
-        self.assertEqual(self.wt.dram_bytes([empty_k], walk, 2),
-                         128 * 256 * 2)
-
-    def test_per_group_waves_restart_at_each_group(self) -> None:
-        # Three one-tile groups sharing nothing, 2 CTAs: in one launch the
-        # second wave holds group 2 alone either way; per group, three.
-        groups = [self.wt.Group(m=128, k=4, n=256)] * 3
-        walk = self.wt.Walk(ctas=2)
-        waves = list(self.wt._waves(groups, walk))
-        self.assertEqual([len(w) for w in waves], [2, 1])
-        waves = list(self.wt._waves(
-            groups, dataclasses.replace(walk, per_group=True)))
-        self.assertEqual([len(w) for w in waves], [1, 1, 1])
-
-    def test_calibration_rows(self) -> None:
-        # The numbers results/fp16_vs_cublas/README.md quotes.
-        suite = cases.load_suite(cases.DEFAULT_SUITE)
-        by_name = {c.name: c for c in suite.cases}
-
-        def gb(name: str, **walk) -> float:
-            case = by_name[name]
-            groups = self.wt.pass_groups(
-                case, cases.group_sizes("balanced", case.M, case.E), "fwd")
-            return round(self.wt.dram_bytes(
-                groups, self.wt.Walk(**walk), 2) / 1e9, 2)
-
-        self.assertEqual(gb("mixtral_8x7b_w2"), 5.79)
-        self.assertEqual(gb("mixtral_8x7b_w2", per_group=True), 5.14)
-        self.assertEqual(gb("mixtral_8x7b_w2", swizzle=8, per_group=True),
-                         4.56)
-        self.assertEqual(gb("mixtral_8x7b_w13"), 5.91)
-        self.assertEqual(gb("mixtral_8x7b_w13", per_group=True), 5.84)
-
-    def test_command_line(self) -> None:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            self.wt.main(["--case", "mixtral_8x7b_w2", "--per-group"])
-        self.assertIn("5.14 GB in step (each operand once: 2.15 GB)",
-                      out.getvalue())
-        with contextlib.redirect_stderr(io.StringIO()) as err:
-            with self.assertRaises(SystemExit):
-                self.wt.main(["--case", "mixtral_8x7b_w2", "--tile", "12"])
-        self.assertIn("expected ROWSxCOLUMNS", err.getvalue())
-        with self.assertRaisesRegex(SystemExit, "no case 'nope'"):
-            self.wt.main(["--case", "nope"])
 
 if __name__ == "__main__":
     run_tests()

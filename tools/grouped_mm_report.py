@@ -591,28 +591,10 @@ def markdown(results: dict[str, Any]) -> str:
     targets = target_lines(rows)
     if targets:
         lines += ["## Targets", ""] + targets + [""]
-    gaps = gap_section(results)
-    if gaps:
-        lines += gaps
     lines += ["## Summary (geometric means, worst case)", ""]
     lines += _summary_lines(results, summaries) + [""]
     lines += _worst_lines(summaries)
     return "\n".join(lines)
-
-
-def gap_section(results: dict[str, Any]) -> list[str]:
-    """Why rows miss the targets (tools/grouped_mm_gaps.py), where the run
-    recorded its group sizes; empty otherwise."""
-    if not results.get("group_sizes"):
-        return []
-    import grouped_mm_gaps
-
-    body = grouped_mm_gaps.gap_lines(
-        results, grouped_mm_gaps.extension_tile_config())
-    if not body:
-        return []
-    return ["## Gaps to the targets (a model: tools/grouped_mm_gaps.py)", "",
-            grouped_mm_gaps.__doc__.split("\n\n", 2)[2].strip(), ""] + body
 
 
 def plot(results: dict[str, Any], path: str | Path) -> None:
