@@ -1,5 +1,5 @@
 # Owner(s): ["module: benchmarks"]
-"""CPU tests of the grouped-GEMM benchmark (tools/bench_grouped_mm.py).
+"""CPU tests of the grouped-GEMM benchmark (tools/bench/bench_grouped_mm.py).
 
 Covers what does not need a GPU: argument parsing and the run plan, the
 group sizes of each distribution, FLOPs/bytes/floor math, input rotation,
@@ -32,7 +32,7 @@ from torch.testing._internal.common_utils import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tools" / "bench"))
 
 import bench_grouped_mm as bench  # noqa: E402
 import grouped_mm_cases as cases  # noqa: E402
@@ -1090,7 +1090,7 @@ class TestCarveoutBenchDtype(TestCase):
 
 
 class TestCompareRuns(TestCase):
-    """tools/compare_grouped_mm_runs.py on two small fake runs."""
+    """tools/bench/compare_grouped_mm_runs.py on two small fake runs."""
 
     @staticmethod
     def _run(rows):
@@ -1130,7 +1130,7 @@ class TestCompareRuns(TestCase):
 
 
 class TestMergeRuns(TestCase):
-    """tools/merge_grouped_mm_runs.py: parts of one suite run in separate
+    """tools/bench/merge_grouped_mm_runs.py: parts of one suite run in separate
     device calls, merged into one report."""
 
     @staticmethod
@@ -1244,31 +1244,6 @@ class TestMergeRuns(TestCase):
         self.assertNotIn("again after", single)
         self.assertIn("TFLOP/s (8192^3): bf16 706; bf16 again after the "
                       "last row: 655", "\n".join(report._header(second)))
-
-    def test_source_commit_from_env_git_or_file(self):
-        with unittest.mock.patch.dict(
-                os.environ, {"OVERLAP_OPS_SOURCE_COMMIT": "feed123"}):
-            self.assertEqual(bench.source_commit(), "feed123")
-        env = {k: v for k, v in os.environ.items()
-               if k != "OVERLAP_OPS_SOURCE_COMMIT"}
-        with unittest.mock.patch.dict(os.environ, env, clear=True):
-            # A checkout: git answers (this test runs in one).
-            head = subprocess.run(
-                ["git", "-C", str(bench.REPO), "rev-parse", "--short=7",
-                 "HEAD"], capture_output=True, text=True).stdout.strip()
-            if head:
-                self.assertTrue(bench.source_commit().startswith(head))
-            # No git (the GPU machine's copy): the file written before the
-            # run, else unknown.
-            with tempfile.TemporaryDirectory() as tmp:
-                marker = Path(tmp) / ".source-commit"
-                with unittest.mock.patch.object(
-                        bench.subprocess, "run", side_effect=OSError), \
-                        unittest.mock.patch.object(
-                            bench, "SOURCE_COMMIT_FILE", marker):
-                    self.assertEqual(bench.source_commit(), "unknown")
-                    marker.write_text("0ef66a1\n")
-                    self.assertEqual(bench.source_commit(), "0ef66a1")
 
     def test_a_variant_promoted_to_ours(self):
         # PATH@VARIANT: the part's ours column is its variant's, ratios
@@ -1455,7 +1430,7 @@ class TestInductorKernel(TestCase):
 
 
 class TestProfileTool(TestCase):
-    """tools/profile_grouped_mm.py (the ncu driver) refuses an unknown case
+    """tools/bench/profile_grouped_mm.py (the ncu driver) refuses an unknown case
     with the list of known ones, before it touches a GPU."""
 
     def test_unknown_case_lists_the_suite(self):
@@ -1563,6 +1538,9 @@ class TestProfileTool(TestCase):
         no_marks = [e for e in events if e.get("name") != prof._CALL_MARK]
         self.assertIsNone(prof.call_host_times(no_marks))
 
+
+instantiate_parametrized_tests(TestGroupSizes)
+instantiate_parametrized_tests(TestReferenceCheck)
 
 if __name__ == "__main__":
     run_tests()

@@ -5,7 +5,7 @@ torch_ext/setup.py compiles every source in one ninja run and lets this
 wrapper give each CUDA file its own -gencode flags. Checked here without a
 compiler: the flags per kind of file and OVERLAP_OPS_ARCHS, the command the
 wrapper runs (with `echo` as the real nvcc) and its refusal without the
-marker or a source. (A build through it is what tools/check_cuda_compile.sh
+marker or a source. (A build through it is what tools/checks/check_cuda_compile.sh
 runs, in CI.)
 """
 

@@ -1,5 +1,5 @@
 # Owner(s): ["module: benchmarks"]
-"""CPU tests of the MoE layer benchmark (tools/bench_moe_layer.py).
+"""CPU tests of the MoE layer benchmark (tools/bench/bench_moe_layer.py).
 
 Covers what needs no GPU: layer shapes from the suite, the device-side
 permutation against a plain per-token loop, the layer (forward, backward,
@@ -25,7 +25,7 @@ from torch.testing._internal.common_utils import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tools" / "bench"))
 
 import bench_moe_layer as moe  # noqa: E402
 

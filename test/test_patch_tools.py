@@ -17,7 +17,7 @@ from pathlib import Path
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tools" / "patches"))
 
 import build_wheel  # noqa: E402
 import check_patches  # noqa: E402
@@ -64,7 +64,7 @@ class TestPatchTools(TestCase):
         path.write_text(path.read_text() + "// drift\n")
         errors = self._generated_errors()
         self.assertTrue(errors)
-        self.assertIn("tools/sync_patches.py", errors[0])
+        self.assertIn("tools/patches/sync_patches.py", errors[0])
         sync_patches.sync(self.root)
         self.assertEqual(self._generated_errors(), [])
 

@@ -15,12 +15,12 @@ runs beside it. Reported per case, collective and k (median of --iters):
 
 Two GPUs (NVLink SHARP left off: NCCL_NVLS_ENABLE=0):
 
-    torchrun --nproc-per-node 2 tools/bench_overlap.py --out results/overlap
+    torchrun --nproc-per-node 2 tools/bench/bench_overlap.py --out results/overlap
 
 One GPU: a memory-bound copy kernel with a fixed, NCCL-like number of CTAs
 (--synthetic-ctas) on a second stream stands in for the collective:
 
-    python tools/bench_overlap.py --single-gpu --out results/overlap
+    python tools/bench/bench_overlap.py --single-gpu --out results/overlap
 
 Writes overlap.json and overlap.md (overlap_single_gpu.* with --single-gpu)
 to --out and prints a short table last (rank 0 only).
@@ -41,7 +41,7 @@ import torch
 
 from grouped_mm_cases import DEFAULT_SUITE
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CASES = "mixtral_8x7b_w13,deepseek_v3_ep8_w2,qwen3_30b_a3b_w13"
 DEFAULT_CARVEOUTS = "0,8,16,24,32,48,66"
 

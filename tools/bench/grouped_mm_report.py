@@ -1,6 +1,6 @@
 """Tables and plots of grouped-GEMM benchmark results; no GPU needed.
 
-Reads the results dict that ``tools/bench_grouped_mm.py`` writes to
+Reads the results dict that ``tools/bench/bench_grouped_mm.py`` writes to
 ``grouped_mm_results.json`` and renders ``grouped_mm_results.md`` (one table
 per dtype x pass, then geometric means and worst cases) and
 ``grouped_mm_results.png`` (time over floor per case x dist, one panel per
@@ -498,7 +498,7 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
         if part.get("ours_from"):
             built += f", ours = {part['ours_from']}"
         lines.append(
-            f"  - part {index} ({part.get('timestamp') or '?'}{built}): P = "
+            f"  - part {index}{_part_note(part.get('timestamp'), built)}: P = "
             f"{part.get('floor_peak_tflops') or 0:.0f} TFLOP/s, B = "
             f"{part.get('copy_gbps') or 0:.0f} GB/s{_write_note(part)}; "
             "dense mm peaks "
@@ -512,6 +512,12 @@ def _floor_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _part_note(timestamp: Any, built: str) -> str:
+    """" (when, sources)" of a merged part, or nothing when unrecorded."""
+    note = (timestamp or "") + built
+    return f" ({note.lstrip(', ')})" if note else ""
+
+
 def _header(results: dict[str, Any]) -> list[str]:
     lines = [
         "# Grouped GEMM benchmark",
@@ -519,7 +525,7 @@ def _header(results: dict[str, Any]) -> list[str]:
         f"- GPU: {results.get('gpu', '?')}"
         + (f" ({results['gpu_uuid']})" if results.get("gpu_uuid") else "")
         + f"; torch {results.get('torch', '?')}"
-        f"; {results.get('timestamp', '?')}",
+        + (f"; {results['timestamp']}" if results.get("timestamp") else ""),
         f"- command: `{results.get('command', '?')}`",
         f"- suite: `{results.get('shapes_path', '?')}`",
         f"- {_ours_label(results)} = `torch.ops.overlap_ops.grouped_mm`"

@@ -1,6 +1,6 @@
 """Regenerates patches/NNNN-*.patch and patches/series from aten/ and test/.
 
-Usage: python3 tools/sync_patches.py [--root DIR]
+Usage: python3 tools/patches/sync_patches.py [--root DIR]
 
 New files come byte for byte from aten/ (and test/); the hunks against
 existing upstream files come from patches/edits/; patches/files.toml says

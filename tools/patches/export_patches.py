@@ -1,8 +1,8 @@
 """Exports the series for upstream review: an mbox, or one branch per patch.
 
 Usage:
-  python3 tools/export_patches.py                       # dist/patches/*.mbox + PR texts
-  python3 tools/export_patches.py --branches --pytorch-src DIR
+  python3 tools/patches/export_patches.py                       # dist/patches/*.mbox + PR texts
+  python3 tools/patches/export_patches.py --branches --pytorch-src DIR
 
 Every patch gets a PR description (dist/patches/NNNN-slug.md): motivation,
 what changed (files and line counts), test plan, and measured numbers taken
@@ -76,7 +76,7 @@ def _geomean(values: list[float]) -> float:
 
 
 def _grouped_mm_summary(data: dict) -> list[str]:
-    """Geometric means per dtype and pass of a tools/bench_grouped_mm.py run
+    """Geometric means per dtype and pass of a tools/bench/bench_grouped_mm.py run
     (ours vs stock, both vs the floor), the worst row, and the checks."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in data["rows"]:

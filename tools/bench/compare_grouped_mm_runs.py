@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Compares the "ours" column of two grouped-mm benchmark runs row by row.
 
-    python3 tools/compare_grouped_mm_runs.py results/sm80/grouped_mm_results.json \
+    python3 tools/bench/compare_grouped_mm_runs.py results/sm80/grouped_mm_results.json \
         results/sm80/hopper/grouped_mm_results.json --labels sm80,hopper \
         --out results/sm80/comparison.md
 
-Both files are tools/bench_grouped_mm.py output. Rows match on (case, dist,
+Both files are tools/bench/bench_grouped_mm.py output. Rows match on (case, dist,
 dtype, pass); each row gives both times, stock's time from the first run
 and the ratios first/stock and first/second; a summary gives geometric means
 per dtype and pass. Rows present in one run only are listed, not dropped.

@@ -2,16 +2,16 @@
 or (--kernels) times each kernel a call launches with torch.profiler.
 
     ncu --launch-skip 3 --launch-count 1 -k regex:GemmUniversal|cutlass|Kernel \
-        python3 tools/profile_grouped_mm.py --case deepseek_v3_decode \
+        python3 tools/bench/profile_grouped_mm.py --case deepseek_v3_decode \
         --dist sparse --impl ours
-    python3 tools/profile_grouped_mm.py --case grin_moe --dist balanced \
+    python3 tools/bench/profile_grouped_mm.py --case grin_moe --dist balanced \
         --kernels    # fill, GEMM(s), finish: launches and us per call
-    python3 tools/profile_grouped_mm.py --case grin_moe --host-path
+    python3 tools/bench/profile_grouped_mm.py --case grin_moe --host-path
                      # CUDA API calls per call, host us to the first launch
-    python3 tools/profile_grouped_mm.py --case gpt_oss_120b_w13 --kernels \
+    python3 tools/bench/profile_grouped_mm.py --case gpt_oss_120b_w13 --kernels \
         --bias       # ours with a per-group bias: its kernels and their cost
 
-The data, sizes and offsets are those of tools/bench_grouped_mm.py, so a
+The data, sizes and offsets are those of tools/bench/bench_grouped_mm.py, so a
 kernel profiled here is the one timed there.
 """
 

@@ -2,10 +2,10 @@
 """Merges grouped-mm benchmark runs that each cover part of a suite into one
 report, when one device call cannot time every row.
 
-    python3 tools/merge_grouped_mm_runs.py results/tf32/part1 \
+    python3 tools/bench/merge_grouped_mm_runs.py results/tf32/part1 \
         results/tf32/part2 --out results/tf32
 
-Each argument is a folder (or JSON file) written by tools/bench_grouped_mm.py.
+Each argument is a folder (or JSON file) written by tools/bench/bench_grouped_mm.py.
 Every row keeps its own run's ours/stock/floor times, so each ratio is still
 measured side by side within one run; only the rows' grouping into tables and
 geometric means spans runs. The runs must share GPU, torch and suite, and no
@@ -146,7 +146,8 @@ def merge(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not merged["complete"]:
         merged["stopped"] = "a merged part stopped early"
     merged["command"] = " ; ".join(
-        f"[{run.get('timestamp', '?')}] {run.get('command', '?')}"
+        (f"[{run['timestamp']}] " if run.get("timestamp") else "")
+        + str(run.get("command", "?"))
         for run in runs)
     # Each row's floor and timing came from its own part (a part that is
     # itself a merge brings its parts).

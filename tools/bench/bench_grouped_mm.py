@@ -18,13 +18,13 @@ once per row against a float64 per-group reference before it is timed.
 Times are medians of per-call CUDA-event timings after warm-up, on fresh
 random data, rotating among input sets when one set would fit in 2x L2.
 
-    python3 tools/bench_grouped_mm.py --out results/tmp            # GPU
-    python3 tools/bench_grouped_mm.py --quick --out results/tmp    # smoke
-    python3 tools/bench_grouped_mm.py --passes fwd,dgrad,wgrad \\
+    python3 tools/bench/bench_grouped_mm.py --out results/tmp            # GPU
+    python3 tools/bench/bench_grouped_mm.py --quick --out results/tmp    # smoke
+    python3 tools/bench/bench_grouped_mm.py --passes fwd,dgrad,wgrad \\
         --dtypes bf16,fp16,fp32 --out results/tmp
-    python3 tools/bench_grouped_mm.py --pair-dtypes --out results/tmp
+    python3 tools/bench/bench_grouped_mm.py --pair-dtypes --out results/tmp
         # bf16 and fp16 of each row in the same timing rounds
-    python3 tools/bench_grouped_mm.py --render results/tmp         # no GPU
+    python3 tools/bench/bench_grouped_mm.py --render results/tmp         # no GPU
 
 Writes ``grouped_mm_results.json`` (after every row, so a run cut short
 keeps what it measured), ``grouped_mm_results.md`` and
@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -53,7 +52,7 @@ import torch
 import grouped_mm_cases as cases
 import grouped_mm_report as report
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 JSON_NAME = "grouped_mm_results.json"
 _TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16,
                  "fp32": torch.float32}
@@ -1006,34 +1005,6 @@ def _peak_again(timer: Timer) -> float:
     return _measure_peak_tflops(torch.bfloat16, timer)
 
 
-# Written next to the sources before a GPU run (git-ignored and carried
-# there; the GPU machine's copy has no .git): the commit they were taken from.
-SOURCE_COMMIT_FILE = REPO / ".source-commit"
-
-
-def source_commit() -> str:
-    """The commit of the sources our column was built from, for the
-    results: $OVERLAP_OPS_SOURCE_COMMIT, else git (with "+changes" when
-    aten/, torch_ext/ or tools/ differ from it), else .source-commit, else
-    "unknown"."""
-    if os.environ.get("OVERLAP_OPS_SOURCE_COMMIT"):
-        return os.environ["OVERLAP_OPS_SOURCE_COMMIT"]
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short=7", "HEAD"],
-            capture_output=True, text=True, check=True).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--",
-             "aten", "torch_ext", "tools"],
-            capture_output=True, text=True, check=True).stdout.strip()
-        return commit + ("+changes" if changed else "")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    if SOURCE_COMMIT_FILE.is_file():
-        return SOURCE_COMMIT_FILE.read_text().strip() or "unknown"
-    return "unknown"
-
-
 def _portable_command(argv: list[str], out: str | Path) -> str:
     """The command line as a reader can rerun it: `python3`, the script
     relative to the repository, and the output folder as `$OUT`."""
@@ -1070,13 +1041,10 @@ def _bench(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         "schema": 1,
         "complete": False,
-        "timestamp": datetime.datetime.now(datetime.timezone.utc)
-        .isoformat(timespec="seconds"),
         "command": _portable_command(sys.argv, args.out),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "overlap_ops": ours_version,
-        "source_commit": source_commit(),
         "shapes_path": os.path.relpath(args.shapes, REPO),
         "shapes_about": suite.about,
         "dists": suite.dists,

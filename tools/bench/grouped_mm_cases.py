@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 # The shared suite, as copied into this repository.
-DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "bench" / "moe_shapes.json"
+DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "bench" / "moe_shapes.json"
 
 PASSES = ("fwd", "dgrad", "wgrad")
 DISTS = ("balanced", "skewed", "sparse")

@@ -2,14 +2,14 @@
 # Compile-checks the CUDA sources with nvcc on a machine without a GPU (CI).
 # Builds into a temporary folder; the library is never loaded or installed.
 #
-#   tools/check_cuda_compile.sh          # every CUDA file except 13 of the 16
+#   tools/checks/check_cuda_compile.sh          # every CUDA file except 13 of the 16
 #                                        # CUTLASS SM90 and 4 of the 5 SM80
 #                                        # instantiations (of the three TF32
 #                                        # N-major units, _tf32_mn is
 #                                        # compiled: _narrow and _cluster
 #                                        # only change its tile config)
-#   tools/check_cuda_compile.sh --all    # all of them (~30 min on 2 cores)
-#   tools/check_cuda_compile.sh FILE...  # only these sources (paths or file
+#   tools/checks/check_cuda_compile.sh --all    # all of them (~30 min on 2 cores)
+#   tools/checks/check_cuda_compile.sh FILE...  # only these sources (paths or file
 #                                        # names, .cu or .cpp)
 #
 # The GroupedMMSm90_*.cu (and GroupedMMSm80_*.cu) files differ only in
@@ -20,7 +20,7 @@
 # gets the targets torch_ext/setup.py gives it (OVERLAP_OPS_ARCHS, default
 # "90a;80").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 start=$SECONDS
 if ! "$PYTHON" -c 'import torch, sys; sys.exit(torch.version.cuda is None)'; then

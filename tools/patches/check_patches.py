@@ -1,12 +1,12 @@
 """Proves what can be proved here about the patch series, lists the rest.
 
-Usage: python3 tools/check_patches.py [--pytorch-src DIR] [--strict] [--root DIR]
+Usage: python3 tools/patches/check_patches.py [--pytorch-src DIR] [--strict] [--root DIR]
 
 Fails (exit 1) when:
   * a file under aten/ is in no patch, or in several (patches/files.toml);
   * a patch in the series carries no tests, or names a test file that does
     not exist;
-  * patches/*.patch or patches/series differ from what tools/sync_patches.py
+  * patches/*.patch or patches/series differ from what tools/patches/sync_patches.py
     generates from aten/, test/ and patches/edits/;
   * a new aten/ file sits where upstream's CMake globs do not look, or a
     portable native/*.cpp includes CUDA/HIP headers (upstream compiles
@@ -143,7 +143,7 @@ def _check_generated(root: Path, series: Series, report: Report) -> None:
     errors = []
     wanted = patch_series.expected_outputs(series)
     on_disk = set(patch_series.generated_on_disk(root))
-    fix = "run python3 tools/sync_patches.py and commit patches/"
+    fix = "run python3 tools/patches/sync_patches.py and commit patches/"
     for rel, text in wanted.items():
         path = root / rel
         if not path.exists():

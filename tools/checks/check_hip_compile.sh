@@ -4,19 +4,19 @@
 # CarveoutStreamCache.cpp. Objects go to a temporary directory; nothing is
 # linked or run, so no AMD GPU is needed.
 #
-#   tools/check_hip_compile.sh            # needs hipcc on PATH
-#   INSTALL=1 tools/check_hip_compile.sh  # apt-get installs hipcc first
+#   tools/checks/check_hip_compile.sh            # needs hipcc on PATH
+#   INSTALL=1 tools/checks/check_hip_compile.sh  # apt-get installs hipcc first
 #
 # Two passes: (1) the real headers only, so the hipBLASLt/rocBLAS branches
 # are compiled out as on a machine without those libraries; (2) with the
-# stand-in headers in tools/hip_stubs, so the version-guarded branches
+# stand-in headers in tools/checks/hip_stubs, so the version-guarded branches
 # compile too.
 #
 # Why host-only (--cuda-host-only) and C++20: these files have no kernels,
 # PyTorch compiles them as host code, and torch >= 2.14 headers are used
 # with C++20. clang 15's device pass adds nothing here.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 start=$SECONDS
 
@@ -77,8 +77,8 @@ echo "==> $(hipcc --version 2>/dev/null | head -1)"
 echo "==> pass 1: real headers (hipBLASLt/rocBLAS branches compiled out)"
 compile_all plain
 expect_macro AT_ROCM_HIPBLASLT_HAS_SM_COUNT_TARGET 0
-echo "==> pass 2: with tools/hip_stubs (guarded branches compiled)"
-compile_all stubs -I tools/hip_stubs
-expect_macro AT_ROCM_HIPBLASLT_HAS_SM_COUNT_TARGET 1 -I tools/hip_stubs
-expect_macro AT_ROCM_HAS_ROCBLAS 1 -I tools/hip_stubs
+echo "==> pass 2: with tools/checks/hip_stubs (guarded branches compiled)"
+compile_all stubs -I tools/checks/hip_stubs
+expect_macro AT_ROCM_HIPBLASLT_HAS_SM_COUNT_TARGET 1 -I tools/checks/hip_stubs
+expect_macro AT_ROCM_HAS_ROCBLAS 1 -I tools/checks/hip_stubs
 echo "==> HIP compile check passed in $((SECONDS - start)) s"

@@ -12,8 +12,8 @@ reports them (multi_processor_count: CUs, or WGPs on gfx10+ in WGP mode). A
 GEMM that really runs on SMs - k slows down by about SMs / (SMs - k);
 upstream's mask (k CUs enabled) slows down by about SMs / k.
 
-    python3 tools/rocm_carveout_probe.py                 # on the GPU machine
-    python3 tools/rocm_carveout_probe.py --dry-run       # masks only, no GPU
+    python3 tools/bench/rocm_carveout_probe.py                 # on the GPU machine
+    python3 tools/bench/rocm_carveout_probe.py --dry-run       # masks only, no GPU
 
 Writes every measurement to --out (JSON) and prints a short table last.
 """

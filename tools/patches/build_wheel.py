@@ -232,7 +232,7 @@ def make_plan(args: argparse.Namespace, root: Path,
         problems += _checkout_problems(src, upstream)
     problems += _disk_problems(src)
     if not (root / patch_series.SERIES).exists():
-        problems.append("patches/series is missing: run tools/sync_patches.py")
+        problems.append("patches/series is missing: run tools/patches/sync_patches.py")
     return Plan(backend=backend, src=src, clone=clone, arch_list=arch_list,
                 max_jobs=max_jobs, ccache=ccache, dist=root / "dist",
                 log=root / "build" / "wheel-build.log", problems=problems,
@@ -340,7 +340,7 @@ def _apply_series(plan: Plan, root: Path, upstream: patch_series.Upstream
         _git(["am", "--abort"], plan.src, check=False)
         raise SystemExit(
             f"build_wheel: the series does not apply to {plan.src}:\n"
-            f"{done.stdout}{done.stderr}\nrun python3 tools/check_patches.py "
+            f"{done.stdout}{done.stderr}\nrun python3 tools/patches/check_patches.py "
             f"--pytorch-src {plan.src} for details")
 
 

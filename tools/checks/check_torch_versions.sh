@@ -5,15 +5,15 @@
 # a second run) and its own clone of this checkout's HEAD, so build
 # folders never mix and uncommitted edits are not tested by accident.
 #
-#   tools/check_torch_versions.sh 2.12.0 2.13.0
-#   VENV_ROOT=~/venvs tools/check_torch_versions.sh 2.11.0
+#   tools/checks/check_torch_versions.sh 2.12.0 2.13.0
+#   VENV_ROOT=~/venvs tools/checks/check_torch_versions.sh 2.11.0
 #
 # Needs a network (torch from the package registry, ~0.5 GB a version plus
 # its CUDA libraries) and ~2.5 minutes a version to build on 2 cores. GPU
 # tests skip; the CUDA sources are compile-checked with
-#   PYTHON=<venv>/bin/python tools/check_cuda_compile.sh
+#   PYTHON=<venv>/bin/python tools/checks/check_cuda_compile.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if (( $# == 0 )); then
   echo "usage: $0 TORCH_VERSION..." >&2
   exit 2

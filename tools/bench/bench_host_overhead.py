@@ -9,8 +9,8 @@ for the host. Reports the median of --repeats rounds, each the mean over
 are only enqueued (no synchronisation inside a round), so the number is the
 host's cost, not the kernel's.
 
-    python3 tools/bench_host_overhead.py                # CPU
-    python3 tools/bench_host_overhead.py --device cuda  # host cost of CUDA calls
+    python3 tools/bench/bench_host_overhead.py                # CPU
+    python3 tools/bench/bench_host_overhead.py --device cuda  # host cost of CUDA calls
 
 Writes host_overhead.json and host_overhead.md to --out when given.
 """

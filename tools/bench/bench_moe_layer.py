@@ -44,9 +44,9 @@ device-to-host copies incl. ``.item()``, ``nonzero``, ...), and the
 warnings are counted with ``warnings.catch_warnings(record=True)``. Syncs
 hidden from c10 (raw CUDA calls inside a library) are not counted.
 
-    python3 tools/bench_moe_layer.py --out results/moe            # GPU
-    python3 tools/bench_moe_layer.py --quick --out results/tmp    # smoke
-    python3 tools/bench_moe_layer.py --device cpu --quick --dtype fp32
+    python3 tools/bench/bench_moe_layer.py --out results/moe            # GPU
+    python3 tools/bench/bench_moe_layer.py --quick --out results/tmp    # smoke
+    python3 tools/bench/bench_moe_layer.py --device cpu --quick --dtype fp32
 
 Writes ``moe_layer_results.json`` and ``moe_layer_results.md`` under
 ``--out``; progress goes to stderr and a short table is printed last.
@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import statistics
@@ -71,7 +70,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 JSON_NAME = "moe_layer_results.json"
 MD_NAME = "moe_layer_results.md"
 IMPLS = ("ours", "stock")
@@ -665,7 +664,6 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
             "warmup": args.warmup, "input_sets": args.input_sets,
             "align": {"ours": args.align_ours, "stock": args.align_stock},
             "top_k": TOP_K, "quick": args.quick,
-            "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "sync_count_method": "set_sync_debug_mode('warn') + "
             "warnings.catch_warnings, one step per mode"}
 

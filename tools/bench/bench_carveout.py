@@ -20,7 +20,7 @@ Median of CUDA-event timings over fresh random data, L2 flushed before each
 timed call. Writes carveout.json, carveout.md and carveout.png to --out and
 prints a short table (geometric means per k) last.
 
-    python tools/bench_carveout.py --out results/carveout
+    python tools/bench/bench_carveout.py --out results/carveout
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import torch
 
 from grouped_mm_cases import DEFAULT_SUITE
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CARVEOUTS = (0, 8, 16, 24, 32, 48, 66)
 DENSE_GEMMS = ("fwd", "dgrad", "wgrad")
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 5x the H200's 50 MiB L2

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Runs stages on a GPU machine and packs their logs and results into
+# $OUT/gpu_run.tgz (or results/tmp/gpu_run.tgz without OUT):
+#   tools/gpu_run.sh build test sanitize bench carveout moe
+# A machine without a network needs the wheels it lacks in .whl/ (git
+# ignored); fill it where there is one with `tools/gpu_run.sh wheels`.
+# Stages:
+#   build     pip-installs the extension (CUDA kernels) against this torch
+#   test      every test file (CPU and CUDA tests)
+#   sanitize  compute-sanitizer memcheck over the CUDA grouped-mm tests,
+#             once per backend (SANITIZE_BACKENDS, default "auto sm80 generic")
+#   bench     tools/bench/bench_grouped_mm.py $BENCH_ARGS
+#   carveout  carveout tests, the carveout and single-GPU overlap benches
+#   moe       MoE-layer tests and tools/bench/bench_moe_layer.py $MOE_ARGS
+# BUDGET_S bounds the whole run (default 560 s, under the device tool's
+# 600 s limit) so the tarball is always written.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DEVICE_WHEELS=("nvidia-cutlass==4.2.0.0" "expecttest")
+if [[ ${1:-} == wheels ]]; then
+  python3 -m pip download --quiet --no-deps -d .whl "${DEVICE_WHEELS[@]}"
+  ls .whl
+  exit
+fi
+FINAL=${OUT:-results/tmp}
+WORK=$(mktemp -d /tmp/gpu_run.XXXXXX)
+mkdir -p "$FINAL"
+TARBALL=$FINAL/gpu_run.tgz
+pack() { tar czf "$TARBALL" -C "$WORK" .; }
+trap pack EXIT
+left() { echo $(( ${BUDGET_S:-560} - SECONDS )); }
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-$(nproc)}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+if [[ -d .whl ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  if [[ -f /tmp/site/cutlass_library/source/include/cutlass/cutlass.h ]]; then
+    export CUTLASS_INCLUDE_DIR=/tmp/site/cutlass_library/source/include
+  fi
+fi
+# Build with the system compiler: an extension built by a compiler whose C++
+# runtime differs from torch's cannot throw exceptions into it.
+export CC=${CC:-/usr/bin/gcc} CXX=${CXX:-/usr/bin/g++}
+nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv
+python3 -c 'import torch; print("torch", torch.__version__)'
+
+for stage in "$@"; do
+  pack
+  echo "==> $stage ($SECONDS s, $(left) s left)"
+  case "$stage" in
+    build)
+      python3 -m pip install --no-build-isolation --no-deps -v ./torch_ext \
+        > "$WORK/build.log" 2>&1
+      rc=$?
+      grep -E "error|^ *\[[0-9]+/" "$WORK/build.log" | cut -c1-300 | tail -30
+      # ptxas C7515 (serialized wgmma) is correct but slow on every call.
+      grep -o "C7515.*" "$WORK/build.log" | cut -c1-300 | sed 's/^/WARNING /'
+      echo "build rc=$rc in $SECONDS s"
+      [[ $rc == 0 ]] || exit 1
+      ;;
+    test)
+      # -rs names every skip, so a skipped GPU check cannot pass for a run.
+      timeout "$(left)" python3 -m pytest -q -rs test 2>&1 \
+        | tee "$WORK/test.log" | tail -30
+      ;;
+    sanitize)
+      for backend in ${SANITIZE_BACKENDS:-auto sm80 generic}; do
+        log=$WORK/sanitize_$backend.log
+        OVERLAP_OPS_GROUPED_MM_BACKEND=$backend timeout 150 \
+          compute-sanitizer --tool memcheck --report-api-errors no \
+          --error-exitcode 3 python3 -m pytest -q -rs \
+          ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py} \
+          -k "CUDA and ${SANITIZE_K:-not nothing}" > "$log" 2>&1
+        echo "memcheck $backend rc=$?"
+        grep -E "passed|failed|ERROR SUMMARY" "$log" | tail -3
+      done
+      ;;
+    bench)
+      mkdir -p "$WORK/bench"
+      timeout "$(left)" python3 tools/bench/bench_grouped_mm.py \
+        --out "$WORK/bench" ${BENCH_ARGS:-} 2>&1 | tail -40
+      ;;
+    carveout)
+      mkdir -p "$WORK/carveout"
+      python3 -m pytest -q -rs test/test_sm_carveout.py 2>&1 \
+        | tee "$WORK/carveout/test.log" | tail -10
+      timeout 180 python3 tools/bench/bench_carveout.py \
+        --out "$WORK/carveout" 2>&1 | tail -20
+      timeout 90 python3 tools/bench/bench_overlap.py --single-gpu \
+        --out "$WORK/carveout" 2>&1 | tail -20
+      ;;
+    moe)
+      mkdir -p "$WORK/moe"
+      python3 -m pytest -q -rs test/test_moe_layer.py 2>&1 \
+        | tee "$WORK/moe/test.log" | tail -10
+      timeout "$(left)" python3 tools/bench/bench_moe_layer.py \
+        --out "$WORK/moe" ${MOE_ARGS:-} 2>&1 | tail -30
+      ;;
+    *)
+      echo "gpu_run: unknown stage $stage" >&2
+      exit 2
+      ;;
+  esac
+done
