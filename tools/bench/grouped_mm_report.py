@@ -29,6 +29,7 @@ RATIOS: dict[str, tuple[str, str]] = {
 }
 MD_NAME = "grouped_mm_results.md"
 PNG_NAME = "grouped_mm_results.png"
+SPEEDUP_PNG_NAME = "speedup.png"
 
 
 @dataclasses.dataclass
@@ -625,6 +626,43 @@ def plot(results: dict[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
+def plot_speedup(results: dict[str, Any], path: str | Path) -> None:
+    """Writes the headline PNG: stock time / ours per case (geometric mean
+    over the dists), one bar group per case, a bar per dtype x pass."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results["rows"]
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    panels = groups(rows)
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(cases)), 4.2))
+    width = 0.8 / max(1, len(panels))
+    for index, (dtype, pass_) in enumerate(panels):
+        speedups = []
+        for case in cases:
+            ratios = [ratio(r, "ours/stock") for r in rows
+                      if (r["case"], r["dtype"], r["pass"])
+                      == (case, dtype, pass_)]
+            gm = geomean(ratios)
+            speedups.append(1.0 / gm if gm else float("nan"))
+        xs = [i + (index - (len(panels) - 1) / 2) * width
+              for i in range(len(cases))]
+        ax.bar(xs, speedups, width, label=f"{dtype} {pass_}")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("speedup over stock (stock time / ours)")
+    ax.set_title(f"overlap_ops vs torch._grouped_mm, {results.get('gpu', '?')}"
+                 f", torch {results.get('torch', '?')}")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def _panel_rows(rows: list[dict[str, Any]],
                 panel: tuple[str, str]) -> list[dict[str, Any]]:
     return [r for r in rows if (r["dtype"], r["pass"]) == panel]
@@ -695,4 +733,5 @@ def render(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
     if not have_matplotlib():
         return [md_path]
     plot(results, png_path)
-    return [md_path, png_path]
+    plot_speedup(results, out / SPEEDUP_PNG_NAME)
+    return [md_path, png_path, out / SPEEDUP_PNG_NAME]

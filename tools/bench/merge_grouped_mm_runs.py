@@ -2,8 +2,8 @@
 """Merges grouped-mm benchmark runs that each cover part of a suite into one
 report, when one device call cannot time every row.
 
-    python3 tools/bench/merge_grouped_mm_runs.py results/tf32/part1 \
-        results/tf32/part2 --out results/tf32
+    python3 tools/bench/merge_grouped_mm_runs.py /tmp/part1 /tmp/part2 --out /tmp/all
+
 
 Each argument is a folder (or JSON file) written by tools/bench/bench_grouped_mm.py.
 Every row keeps its own run's ours/stock/floor times, so each ratio is still
