@@ -20,7 +20,7 @@ Median of CUDA-event timings over fresh random data, L2 flushed before each
 timed call. Writes carveout.json, carveout.md and carveout.png to --out and
 prints a short table (geometric means per k) last.
 
-    python tools/bench/bench_carveout.py --out results/carveout
+    python tools/bench/bench_carveout.py --out /tmp/carveout
 """
 
 from __future__ import annotations

@@ -97,13 +97,13 @@ class Timer:
     # "balanced" (a Williams design, ``balanced_orders``): every column is
     # timed equally often in every position and right after every other
     # column. A GPU that heats up during a long compute-bound row slows its
-    # late positions (mixtral rows: the last of 9 timings 10-20% slower,
-    # results/NOTES.md), and the column before sets the clock and heat a
+    # late positions (mixtral rows: the last of 9 timings 10-20% slower),
+    # and the column before sets the clock and heat a
     # column starts from: after stock's float16 loop (host-bound, the GPU
     # half idle) the GPU is cooler than after a CUTLASS kernel.
-    # "rotate": round r starts at column r mod n (the eleventh session's
-    # runs): every position, but each column always after the same one.
-    # "fixed": the same order every round (runs before the tenth session).
+    # "rotate": round r starts at column r mod n: every position, but each
+    # column always after the same one.
+    # "fixed": the same order every round.
     order: str = "balanced"
 
 
@@ -220,8 +220,8 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "ours@again over ours is the run's own noise "
                         "band; a "
                         "variant's difference inside it is not resolved "
-                        "(0.94-1.06 per row on TF32 rows of the H200, "
-                        "twenty-eighth session). The label 'again' is "
+                        "(0.94-1.06 per row on TF32 rows of the H200). "
+                        "The label 'again' is "
                         "kept for it")
     parser.add_argument("--out", default=None,
                         help="output folder (default results/tmp; with "
@@ -594,8 +594,8 @@ class LoopColumn:
     on the host once, at the column's check call: stock's float16 and
     float32 path without its per-call device-to-host copy. In bf16 it is
     the cuBLAS reference stock does not give, so fp16 / bf16 of the same
-    library on the same shapes can be set beside ours (results/NOTES.md,
-    fp16 vs bf16). 2d x 3d and 2d x 2d only, as the suite's passes."""
+    library on the same shapes can be set beside ours (fp16 vs bf16).
+    2d x 3d and 2d x 2d only, as the suite's passes."""
 
     def __init__(self) -> None:
         self._sizes: dict[int, list[int]] = {}

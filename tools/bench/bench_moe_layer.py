@@ -44,7 +44,7 @@ device-to-host copies incl. ``.item()``, ``nonzero``, ...), and the
 warnings are counted with ``warnings.catch_warnings(record=True)``. Syncs
 hidden from c10 (raw CUDA calls inside a library) are not counted.
 
-    python3 tools/bench/bench_moe_layer.py --out results/moe            # GPU
+    python3 tools/bench/bench_moe_layer.py --out /tmp/moe            # GPU
     python3 tools/bench/bench_moe_layer.py --quick --out results/tmp    # smoke
     python3 tools/bench/bench_moe_layer.py --device cpu --quick --dtype fp32
 

@@ -15,12 +15,12 @@ runs beside it. Reported per case, collective and k (median of --iters):
 
 Two GPUs (NVLink SHARP left off: NCCL_NVLS_ENABLE=0):
 
-    torchrun --nproc-per-node 2 tools/bench/bench_overlap.py --out results/overlap
+    torchrun --nproc-per-node 2 tools/bench/bench_overlap.py --out /tmp/overlap
 
 One GPU: a memory-bound copy kernel with a fixed, NCCL-like number of CTAs
 (--synthetic-ctas) on a second stream stands in for the collective:
 
-    python tools/bench/bench_overlap.py --single-gpu --out results/overlap
+    python tools/bench/bench_overlap.py --single-gpu --out /tmp/overlap
 
 Writes overlap.json and overlap.md (overlap_single_gpu.* with --single-gpu)
 to --out and prints a short table last (rank 0 only).

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Compares the "ours" column of two grouped-mm benchmark runs row by row.
 
-    python3 tools/bench/compare_grouped_mm_runs.py results/sm80/grouped_mm_results.json \
-        results/sm80/hopper/grouped_mm_results.json --labels sm80,hopper \
-        --out results/sm80/comparison.md
+    python3 tools/bench/compare_grouped_mm_runs.py /tmp/a/grouped_mm_results.json \
+        /tmp/b/grouped_mm_results.json --labels a,b \
+        --out /tmp/comparison.md
 
 Both files are tools/bench/bench_grouped_mm.py output. Rows match on (case, dist,
 dtype, pass); each row gives both times, stock's time from the first run

@@ -69,9 +69,8 @@ if ! ls "$tmp"/lib/overlap_ops/_C*.so >/dev/null 2>&1; then
 fi
 # ptxas C7515: a kernel's wgmma instructions are serialized (non-wgmma
 # code defines accumulator registers inside the MMA pipeline). It compiles
-# and runs correctly, only several percent slower on every call, so only
-# a check like this one sees it (the removed half-tile skip experiment's
-# first version: 1.07x on every row, results/NOTES.md, sixteenth session).
+# and runs correctly, only several percent slower on every call (1.07x
+# once), so only a check like this one sees it.
 if grep -q "C7515" "$tmp/build.log"; then
   grep -o "C7515.*" "$tmp/build.log" | cut -c1-400 >&2
   echo "check_cuda_compile: FAILED: ptxas serialized wgmma (C7515) above" >&2
