@@ -17,6 +17,7 @@ import sys
 import unittest
 
 import torch
+import torch.nn.functional as F
 from torch.testing._internal.common_device_type import (
     dtypes,
     instantiate_device_type_tests,
@@ -81,6 +82,30 @@ def _leaf_operands(layout, device, dtype):
 
 
 class TestGroupedMMAutograd(GroupedMMTestCase):
+    # Which entry point the tests call: the op itself, or, with routing on,
+    # torch._grouped_mm ("aten") or F.grouped_mm ("functional"). The routed
+    # copies of this class (below) must train exactly as the op does.
+    ENTRY = "op"
+
+    def setUp(self):
+        # Not super(): the routed copies' methods are this class's functions.
+        GroupedMMTestCase.setUp(self)
+        if self.ENTRY == "op":
+            return
+        if not HAS_EXTENSION:
+            self.skipTest("routing is the extension's (extension mode only)")
+        previous = overlap_ops.route_torch_grouped_mm(True)
+        self.addCleanup(overlap_ops.route_torch_grouped_mm, previous)
+
+    def _mm(self, a, b, offs=None, bias=None, out_dtype=None):
+        if self.ENTRY == "aten":
+            return torch._grouped_mm(a, b, offs=offs, bias=bias,
+                                     out_dtype=out_dtype)
+        if self.ENTRY == "functional":
+            return F.grouped_mm(a, b, offs=offs, bias=bias,
+                                out_dtype=out_dtype)
+        return _grouped_mm(a, b, offs, bias, out_dtype)
+
     def _check_rounded_grad_backward(self, a, b, offs, grad_out):
         """a.grad and b.grad (those that require grad; the others stay None),
         after a backward of grad_out (float32) through an out_dtype=float32
@@ -130,7 +155,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         with_bias = layout in ("2d_3d", "2d_2d", "3d_3d")
         bias = (torch.randn(groups, b.shape[-1], device=device, dtype=dtype)
                 .requires_grad_() if with_bias else None)
-        out = _grouped_mm(a, b, offs, bias)
+        out = self._mm(a, b, offs, bias)
         # sum() gives an expanded, zero-stride gradient: upstream fails here.
         (out * 1.5).sum().backward()
 
@@ -172,7 +197,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         b = weight.transpose(-2, -1)  # column-major view of the parameter
         seen = []
         b.register_hook(lambda g: seen.append(g.stride()))
-        out = _grouped_mm(a, b, offs)
+        out = self._mm(a, b, offs)
         grad_out = _randn(*out.shape, device=device, dtype=dtype)
         out.backward(grad_out)
         self.assertEqual(seen, [b.stride()])
@@ -215,7 +240,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = _grouped_mm(a, b, offs, bias)
+            out = self._mm(a, b, offs, bias)
         self.assertEqual((a.data_ptr(), a.shape) in saved, b.requires_grad)
         self.assertEqual((b.data_ptr(), b.shape) in saved, a.requires_grad)
         # Nothing else but the offsets.
@@ -256,7 +281,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
             args.append(torch.randn(3, n, dtype=torch.float64,
                                     requires_grad=True))
         self.assertTrue(torch.autograd.gradcheck(
-            lambda *t: _grouped_mm(*t), tuple(args)))
+            lambda *t: self._mm(*t), tuple(args)))
 
     @onlyCPU
     @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
@@ -284,12 +309,12 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         for mask in range(1, 8):
             leaves = [t.clone().requires_grad_(bool(mask >> i & 1))
                       for i, t in enumerate(full)]
-            out = _grouped_mm(leaves[0], leaves[1], offs, leaves[2])
+            out = self._mm(leaves[0], leaves[1], offs, leaves[2])
             if grad_out is None:
                 grad_out = torch.randn_like(out)
                 all_leaves = [t.clone().requires_grad_() for t in full]
                 want = torch.autograd.grad(
-                    _grouped_mm(all_leaves[0], all_leaves[1], offs,
+                    self._mm(all_leaves[0], all_leaves[1], offs,
                                 all_leaves[2]),
                     all_leaves, grad_out)
             out.backward(grad_out)
@@ -300,7 +325,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
                     self.assertIsNone(leaf.grad)
         args = tuple(t.clone().requires_grad_() for t in full)
         self.assertTrue(torch.autograd.gradgradcheck(
-            lambda a, b, bias: _grouped_mm(a, b, offs, bias), args))
+            lambda a, b, bias: self._mm(a, b, offs, bias), args))
 
     @dtypes(torch.bfloat16)
     @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
@@ -322,7 +347,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         a = _randn(*shapes[0], device=device, dtype=dtype)
         b = _randn(*shapes[1], device=device, dtype=dtype)
         bias = torch.randn(3, 16, device=device, requires_grad=True)
-        out = _grouped_mm(a, b, offs, bias, torch.float32)
+        out = self._mm(a, b, offs, bias, torch.float32)
         grad_out = torch.randn_like(out)
         out.backward(grad_out)
         g = grad_out.cpu().double()
@@ -351,7 +376,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         groups = _LEAF_GROUPS
         bias = (None if layout == "3d_2d" else torch.randn(
             groups, b.shape[-1], device=device, requires_grad=True))
-        out = _grouped_mm(a, b, offs, bias, torch.float32)
+        out = self._mm(a, b, offs, bias, torch.float32)
         self.assertEqual(out.dtype, torch.float32)
         grad_out = _randn(*out.shape, device=device, dtype=torch.float32)
         if needs == "double":
@@ -387,7 +412,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         previous = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True
         try:
-            out = _grouped_mm(a, b, offs, bias)
+            out = self._mm(a, b, offs, bias)
             if expanded:  # stride 0 along the rows
                 grad = torch.randn(32, device=device).expand(out.shape)
             else:
@@ -404,7 +429,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
     @parametrize("dynamic", [False, True])
     def test_compile_fullgraph_forward_backward(self, device, dynamic):
         def step(x, w, offs):
-            out = _grouped_mm(x, w, offs)
+            out = self._mm(x, w, offs)
             return out.float().square().sum()
 
         compiled = torch.compile(step, fullgraph=True, dynamic=dynamic,
@@ -446,7 +471,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
                            dtype=torch.float32).transpose(-2, -1)
                 a.requires_grad_(needs != "mat2")
                 b.requires_grad_(needs != "self")
-                out = _grouped_mm(a, b, offs)
+                out = self._mm(a, b, offs)
                 grad_out = _randn(*out.shape, device=device,
                                   dtype=out.dtype)
                 out.backward(grad_out)
@@ -467,7 +492,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         from torch._dynamo.testing import AotEagerAndRecordGraphs
 
         def step(x, w, offs, bias):
-            out = _grouped_mm(x, w, offs, bias, torch.float32)
+            out = self._mm(x, w, offs, bias, torch.float32)
             return out.square().sum()
 
         backend = AotEagerAndRecordGraphs()
@@ -513,7 +538,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
     @dtypes(torch.bfloat16, torch.float32)
     def test_moe_step_matches_reference(self, device, dtype):
         # The MoE step the graph tests capture, eager, on every device.
-        static = _MoEStepInputs.make(device, dtype)
+        static = _MoEStepInputs.make(device, dtype, self._mm)
         static.route([1, 0, 2, 1, 1, 0])
         out, grads = static.step()
         static.check(self, out, grads)
@@ -525,7 +550,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         # SwiGLU, grouped w2, combine, autograd.grad) in one CUDA graph,
         # replayed after new routing (new offsets, empty experts) and new
         # data were copied into the static inputs.
-        static = _MoEStepInputs.make(device, dtype)
+        static = _MoEStepInputs.make(device, dtype, self._mm)
         static.route([1, 1, 1, 1, 1, 1])
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -547,7 +572,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float16, torch.float32)
     def test_moe_step_no_host_sync(self, device, dtype):
-        static = _MoEStepInputs.make(device, dtype)
+        static = _MoEStepInputs.make(device, dtype, self._mm)
         static.route([0, 4, 1, 0, 9, 1])
         static.step()  # first-call setup (handles, workspaces) may sync
         torch.cuda.synchronize()
@@ -580,7 +605,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         }[layout]
         a = _randn(*shapes[0], device=device, dtype=dtype).requires_grad_()
         b = _randn(*shapes[1], device=device, dtype=dtype).requires_grad_()
-        out = _grouped_mm(a, b, offs, None, torch.float32)
+        out = self._mm(a, b, offs, None, torch.float32)
         self.assertEqual(out.dtype, torch.float32)
         grad_out = _randn(*out.shape, device=device, dtype=torch.float32)
 
@@ -681,9 +706,10 @@ class _MoEStepInputs:
     kTokens, kDim, kHidden, kExperts, kTopK = 24, 32, 16, 6, 2
 
     @classmethod
-    def make(cls, device, dtype):
+    def make(cls, device, dtype, grouped_mm=_grouped_mm):
         self = cls()
         self.dtype = dtype
+        self.grouped_mm = grouped_mm
         t, d, h, e, k = (cls.kTokens, cls.kDim, cls.kHidden, cls.kExperts,
                          cls.kTopK)
         self.x = torch.randn(t, d, device=device, dtype=dtype,
@@ -714,7 +740,7 @@ class _MoEStepInputs:
     def step(self):
         """Forward + backward: (out, (dx, dw13, dw2))."""
         out = moe_forward(self.x, self.top_e, self.top_p, self.w13, self.w2,
-                          _grouped_mm)
+                          self.grouped_mm)
         grads = torch.autograd.grad(out, (self.x, self.w13, self.w2),
                                     self.dout)
         return out, grads
@@ -1027,8 +1053,26 @@ class TestGroupColumnSums(GroupedMMTestCase):
                          atol=tol * want.abs().max().item())
 
 
-instantiate_device_type_tests(TestGroupedMMAutograd, globals(),
-                              only_for=("cpu", "cuda"))
+# Tests of the op itself, not of an entry point: not repeated routed.
+_OP_ONLY = {"test_opcheck", "test_compile_routed_torch_grouped_mm"}
+
+
+def _routed_copy(name, entry):
+    """TestGroupedMMAutograd's tests through another entry point, routed
+    (instantiate_device_type_tests reads only a class's own members, so the
+    tests are copied rather than inherited)."""
+    members = {key: value for key, value in vars(TestGroupedMMAutograd).items()
+               if not key.startswith("__") and key not in _OP_ONLY}
+    return type(name, (GroupedMMTestCase,), dict(members, ENTRY=entry))
+
+
+TestGroupedMMAutogradRoutedAten = _routed_copy(
+    "TestGroupedMMAutogradRoutedAten", "aten")
+TestGroupedMMAutogradRoutedFunctional = _routed_copy(
+    "TestGroupedMMAutogradRoutedFunctional", "functional")
+for _cls in (TestGroupedMMAutograd, TestGroupedMMAutogradRoutedAten,
+             TestGroupedMMAutogradRoutedFunctional):
+    instantiate_device_type_tests(_cls, globals(), only_for=("cpu", "cuda"))
 instantiate_device_type_tests(TestGroupColumnSums, globals(),
                               only_for=("cpu", "cuda"))
 

@@ -10,6 +10,7 @@
 #endif
 
 #include "AtenOverride.h"
+#include "GroupedMMAutograd.h"
 
 #include <torch/library.h>
 
@@ -21,9 +22,12 @@ constexpr const char* kGroupedMMSchema =
     "Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor";
 
 // aten::_grouped_mm's CPU (and CUDA) kernels replaced by ours while
-// routing is on.
+// routing is on, and its autograd kernel by the op's, so a routed call
+// takes bias gradients and out_dtype=float32 backwards as the op does.
 AtenOverride::Libraries make_grouped_mm_overrides() {
   AtenOverride::Libraries libs;
+  libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::Autograd));
+  libs.back()->impl("_grouped_mm", TORCH_FN(grouped_mm_autograd));
   libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CPU));
   libs.back()->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cpu));
 #ifdef OVERLAP_OPS_WITH_CUDA

@@ -1,11 +1,13 @@
 """Routes ``torch._grouped_mm`` itself to the overlap_ops kernels.
 
-Code written for a patched PyTorch wheel calls ``torch._grouped_mm``. With
-routing on, stock PyTorch sends that call to our kernels (CPU, and CUDA when
-the extension has its CUDA kernels); autograd keeps using PyTorch's own
-formula, which calls ``_grouped_mm`` again and so reaches our kernels too.
-PyTorch prints one warning about overriding a registered kernel the first
-time routing is turned on; that warning is expected.
+Code written for a patched PyTorch wheel calls ``torch._grouped_mm`` (and
+``torch.nn.functional.grouped_mm``, which calls it). With routing on, stock
+PyTorch sends that call to our kernels (CPU, and CUDA when the extension has
+its CUDA kernels) and to our autograd formulas, so bias gradients, expanded
+gradients and ``out_dtype=torch.float32`` backwards work as they do through
+:func:`overlap_ops.grouped_mm`. PyTorch prints one warning about overriding
+a registered kernel the first time routing is turned on; that warning is
+expected.
 
 Routing also swaps the Python meta kernel of ``aten::_grouped_mm`` for ours,
 so ``torch.compile`` traces ``torch._grouped_mm`` in every dtype and layout
