@@ -70,6 +70,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
+from overlap_ops.moe import MoE
+
 REPO = Path(__file__).resolve().parents[2]
 JSON_NAME = "moe_layer_results.json"
 MD_NAME = "moe_layer_results.md"
@@ -169,88 +171,13 @@ def _layer_from_cases(name: str, w13: dict, w2: Optional[dict],
 # --- the layer ---------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class Permutation:
-    """Where every (token, choice) slot goes in the expert-sorted buffer.
-
-    rows: R = tokens * top_k (+ experts * (align - 1) with padding).
-    source (R,) int64: token feeding each row; padding rows read token
-        ``tokens``, a zero row appended to the input.
-    row_of_slot (tokens * top_k,) int64: row of each slot (token-major).
-    offs (E,) int32: cumulative end rows of the expert groups.
-    counts (E,) int64: slots per expert (before padding).
-    """
-
-    source: torch.Tensor
-    row_of_slot: torch.Tensor
-    offs: torch.Tensor
-    counts: torch.Tensor
-
-
-def route(x: torch.Tensor, router_weight: torch.Tensor, top_k: int
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token-choice top-k: (top_p (T, k) float32, top_e (T, k) int64)."""
-    probs = F.linear(x, router_weight).float().softmax(dim=-1)
-    return probs.topk(top_k, dim=-1)
-
-
-def permute(top_e: torch.Tensor, num_experts: int, align: int = 1
-            ) -> Permutation:
-    """Sorts slots by expert on the device; no host sync.
-
-    top_e: (T, k) int64 expert of each slot. With align > 1 every group is
-    padded to a multiple of align rows (static capacity T*k + E*(align-1)).
-    """
-    tokens, top_k = top_e.shape
-    flat = top_e.reshape(-1)
-    slots = flat.numel()
-    order = flat.argsort(stable=True)  # slots, sorted by expert
-    counts = torch.zeros(num_experts, dtype=torch.int64, device=flat.device)
-    counts.scatter_add_(0, flat, torch.ones_like(flat))
-    if align == 1:
-        rows_of_sorted = torch.arange(slots, device=flat.device)
-        padded = counts
-        capacity = slots
-    else:
-        padded = (counts + align - 1) // align * align
-        capacity = slots + num_experts * (align - 1)
-        sorted_e = flat.index_select(0, order)
-        first_row = padded.cumsum(0) - padded
-        first_slot = counts.cumsum(0) - counts
-        rows_of_sorted = (torch.arange(slots, device=flat.device)
-                          + (first_row - first_slot).index_select(0, sorted_e))
-    source = torch.full((capacity,), tokens, dtype=torch.int64,
-                        device=flat.device)
-    source.index_copy_(0, rows_of_sorted, order // top_k)
-    row_of_slot = torch.empty_like(order).index_copy_(0, order, rows_of_sorted)
-    offs = padded.cumsum(0).to(torch.int32)
-    return Permutation(source, row_of_slot, offs, counts)
-
-
-def gather_rows(x: torch.Tensor, perm: Permutation) -> torch.Tensor:
-    """(T, dim) -> (R, dim) in expert order; padding rows are zeros."""
-    if perm.source.numel() > perm.row_of_slot.numel():  # padded groups
-        x = torch.cat([x, x.new_zeros(1, x.shape[1])])
-    return x.index_select(0, perm.source)
-
-
-def combine(y: torch.Tensor, perm: Permutation, top_p: torch.Tensor
-            ) -> torch.Tensor:
-    """(R, dim) expert outputs -> (T, dim): sum over choices weighted by top_p
-    (accumulated in float32)."""
-    tokens, top_k = top_p.shape
-    per_slot = y.index_select(0, perm.row_of_slot).view(tokens, top_k, -1)
-    out = torch.einsum("tkd,tk->td", per_slot.float(), top_p)
-    return out.to(y.dtype)
-
-
 GroupedMM = Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
                      torch.Tensor]
 
 
 def ours_grouped_mm(a: torch.Tensor, b: torch.Tensor,
                     offs: torch.Tensor) -> torch.Tensor:
-    """torch.ops.overlap_ops.grouped_mm (imports overlap_ops on first use)."""
+    """torch.ops.overlap_ops.grouped_mm."""
     return torch.ops.overlap_ops.grouped_mm(a, b, offs, None, None)
 
 
@@ -258,62 +185,6 @@ def stock_grouped_mm(a: torch.Tensor, b: torch.Tensor,
                      offs: torch.Tensor) -> torch.Tensor:
     """torch._grouped_mm as shipped (the caller keeps routing off)."""
     return torch._grouped_mm(a, b, offs=offs)
-
-
-class MoELayer(torch.nn.Module):
-    """Router + top-k + grouped SwiGLU experts, torchtitan's layout.
-
-    forward: x (T, dim) -> (T, dim), same dtype.
-    """
-
-    def __init__(self, dim: int, hidden: int, experts: int, top_k: int,
-                 grouped_mm: GroupedMM, align: int = 1,
-                 device: Any = None, dtype: torch.dtype = torch.bfloat16):
-        super().__init__()
-        self.experts, self.top_k, self.hidden = experts, top_k, hidden
-        self.grouped_mm, self.align = grouped_mm, align
-        kw = {"device": device, "dtype": dtype}
-        self.router = torch.nn.Parameter(torch.empty(experts, dim, **kw))
-        self.w13 = torch.nn.Parameter(torch.empty(experts, 2 * hidden, dim,
-                                                  **kw))
-        self.w2 = torch.nn.Parameter(torch.empty(experts, dim, hidden, **kw))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Init so every activation stays O(1) (std 1/sqrt(fan_in))."""
-        for w in (self.router, self.w13, self.w2):
-            torch.nn.init.normal_(w, std=w.shape[-1] ** -0.5)
-
-    def experts_forward(self, x_perm: torch.Tensor,
-                        offs: torch.Tensor) -> torch.Tensor:
-        """(R, dim) rows grouped by offs -> (R, dim)."""
-        h = self.grouped_mm(x_perm, self.w13.transpose(-2, -1), offs)
-        h = F.silu(h[:, :self.hidden]) * h[:, self.hidden:]
-        return self.grouped_mm(h, self.w2.transpose(-2, -1), offs)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        top_p, top_e = route(x, self.router, self.top_k)
-        perm = permute(top_e, self.experts, self.align)
-        y = self.experts_forward(gather_rows(x, perm), perm.offs)
-        return combine(y, perm, top_p)
-
-
-def reference_moe(layer: MoELayer, x: torch.Tensor) -> torch.Tensor:
-    """float64 result of the layer, one token and one choice at a time."""
-    x64 = x.detach().double()
-    w13, w2 = layer.w13.detach().double(), layer.w2.detach().double()
-    # Routing is decided with the layer's own precision so that both pick
-    # the same experts; only the arithmetic afterwards is float64.
-    top_p, top_e = route(x.detach(), layer.router.detach(), layer.top_k)
-    out = torch.zeros_like(x64)
-    hidden = layer.hidden
-    for t in range(x.shape[0]):
-        for j in range(layer.top_k):
-            e = int(top_e[t, j])
-            h = w13[e] @ x64[t]
-            h = F.silu(h[:hidden]) * h[hidden:]
-            out[t] += float(top_p[t, j]) * (w2[e] @ h)
-    return out
 
 
 # --- measuring ---------------------------------------------------------------
@@ -416,8 +287,9 @@ def bench_layer(shape: LayerShape, impl: str, args: argparse.Namespace
         grouped_mm = stock_grouped_mm
     align = args.align_ours if impl == "ours" else args.align_stock
     torch.manual_seed(args.seed)
-    layer = MoELayer(shape.dim, shape.hidden, shape.experts, shape.top_k,
-                     grouped_mm, align=align, device=device, dtype=dtype)
+    layer = MoE(shape.dim, shape.hidden, shape.experts, shape.top_k,
+                align=align, grouped_mm=grouped_mm, device=device,
+                dtype=dtype)
     inputs = [torch.randn(shape.tokens, shape.dim, device=device, dtype=dtype)
               for _ in range(args.input_sets)]
     dout = torch.randn(shape.tokens, shape.dim, device=device, dtype=dtype)
@@ -437,7 +309,7 @@ def bench_layer(shape: LayerShape, impl: str, args: argparse.Namespace
     return result
 
 
-def _measure(fn: Callable, layer: MoELayer, inputs: list[torch.Tensor],
+def _measure(fn: Callable, layer: MoE, inputs: list[torch.Tensor],
              dout: torch.Tensor, pass_name: str, device: torch.device,
              args: argparse.Namespace) -> dict[str, Any]:
     backward = pass_name == "fwd_bwd"
@@ -531,8 +403,8 @@ def render_markdown(data: dict[str, Any]) -> str:
     meta = data["meta"]
     lines = [
         "# MoE FFN layer: overlap_ops vs stock torch._grouped_mm", "",
-        f"{meta['device_name']}, torch {meta['torch']}, {meta['dtype']}, "
-        f"{meta['date']}. Median step time of {meta['iters']} CUDA-event "
+        f"{meta['device_name']}, torch {meta['torch']}, {meta['dtype']}. "
+        f"Median step time of {meta['iters']} CUDA-event "
         "timed steps; host syncs counted in one extra step with "
         "torch.cuda.set_sync_debug_mode('warn'). Groups padded to "
         f"{meta['align']['stock']} rows for stock (as torchtitan), "

@@ -10,6 +10,7 @@ import torch  # noqa: F401  (loads libc10/libtorch before _C)
 
 from overlap_ops import _C  # noqa: F401  (runs the TORCH_LIBRARY registration)
 from overlap_ops import _fake  # noqa: F401  (registration only)
+from overlap_ops import moe
 from overlap_ops.carveout import sm_carveout
 from overlap_ops.checked import checked_offsets, set_checked_offsets
 from overlap_ops.grouped_mm import grouped_mm, has_cuda_kernels
@@ -19,8 +20,10 @@ __all__ = [
     "checked_offsets",
     "grouped_mm",
     "has_cuda_kernels",
+    "moe",
     "route_torch_grouped_mm",
     "routed_torch_grouped_mm",
     "set_checked_offsets",
+    "sm_carveout",
 ]
 __version__ = "0.1.0"

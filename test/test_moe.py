@@ -1,0 +1,209 @@
+# Owner(s): ["module: nn"]
+"""overlap_ops.moe: the sync-free MoE building blocks.
+
+The permutation against a plain per-token loop, the layer (forward,
+backward, torch.compile) against a hand-written float64 per-token layer,
+and on CUDA a whole training step without host syncs and captured in one
+CUDA graph replayed with new routing.
+"""
+
+from __future__ import annotations
+
+import unittest
+
+import torch
+import torch.nn.functional as F
+from torch.testing._internal.common_device_type import (
+    dtypes,
+    instantiate_device_type_tests,
+    onlyCUDA,
+)
+from torch.testing._internal.common_utils import (
+    parametrize,
+    run_tests,
+    TestCase,
+)
+
+try:
+    import overlap_ops
+    from overlap_ops import moe
+    HAS_EXTENSION = True
+except ImportError:  # a patched PyTorch wheel: the package is not there
+    HAS_EXTENSION = False
+
+
+def _expected_permutation(top_e: torch.Tensor, experts: int, align: int):
+    """Per-token loop: (source row list, row of every slot, group ends)."""
+    tokens, top_k = top_e.shape
+    source, row_of_slot, ends = [], [0] * (tokens * top_k), []
+    for e in range(experts):
+        for t in range(tokens):
+            for j in range(top_k):
+                if int(top_e[t, j]) == e:
+                    row_of_slot[t * top_k + j] = len(source)
+                    source.append(t)
+        while len(source) % align:
+            source.append(tokens)  # padding reads the appended zero row
+        ends.append(len(source))
+    return source, row_of_slot, ends
+
+
+def _reference_moe(layer, x: torch.Tensor) -> torch.Tensor:
+    """float64 result of the layer, one token and one choice at a time.
+    Routing is decided in the layer's own precision, so that both pick the
+    same experts; only the arithmetic afterwards is float64."""
+    with torch.no_grad():
+        probs = (x @ layer.router.t()).float().softmax(-1)
+        top_p, top_e = probs.topk(layer.top_k, dim=-1)
+        x64 = x.double()
+        w13 = layer.experts.w13.double()
+        w2 = layer.experts.w2.double()
+        hidden = layer.experts.hidden
+        out = torch.zeros_like(x64)
+        for t in range(x.shape[0]):
+            for j in range(layer.top_k):
+                e = int(top_e[t, j])
+                h = w13[e] @ x64[t]
+                h = F.silu(h[:hidden]) * h[hidden:]
+                out[t] += float(top_p[t, j]) * (w2[e] @ h)
+    return out
+
+
+def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.detach().double().cpu() - want.cpu()).norm()
+            / want.norm()).item()
+
+
+def _layer(device, dtype=torch.float32, experts=6, align=1):
+    torch.manual_seed(0)
+    return moe.MoE(16, 12, experts, 2, align=align, device=device,
+                   dtype=dtype)
+
+
+@unittest.skipIf(not HAS_EXTENSION, "overlap_ops.moe is the extension's")
+class TestMoE(TestCase):
+    @parametrize("align", [1, 4])
+    @parametrize("tokens,experts,top_k", [(13, 6, 2), (3, 8, 2), (20, 4, 4)])
+    def test_permute_matches_loop(self, device, align, tokens, experts,
+                                  top_k):
+        torch.manual_seed(tokens)
+        _, top_e = torch.randn(tokens, experts).softmax(-1).topk(top_k)
+        perm = moe.permute(top_e.to(device), experts, align)
+        source, row_of_slot, ends = _expected_permutation(top_e, experts,
+                                                          align)
+        capacity = tokens * top_k + experts * (align - 1)
+        self.assertEqual(perm.source.shape, (capacity,))
+        self.assertEqual(perm.source[:len(source)].tolist(), source)
+        self.assertTrue(bool((perm.source[len(source):] == tokens).all()))
+        self.assertEqual(perm.row_of_slot.tolist(), row_of_slot)
+        self.assertEqual(perm.offs.dtype, torch.int32)
+        self.assertEqual(perm.offs.tolist(), ends)
+        self.assertEqual(perm.counts.tolist(),
+                         torch.bincount(top_e.flatten(), minlength=experts)
+                         .tolist())
+
+    def test_permute_rejects_bad_align(self, device):
+        with self.assertRaisesRegex(ValueError, "align must be >= 1, got 0"):
+            moe.permute(torch.zeros(2, 1, dtype=torch.int64, device=device),
+                        4, align=0)
+
+    def test_gather_and_combine_round_trip(self, device):
+        tokens, experts, top_k = 9, 5, 3
+        x = torch.randn(tokens, 7, device=device)
+        top_p, top_e = torch.randn(tokens, experts, device=device) \
+            .softmax(-1).topk(top_k)
+        for align in (1, 8):
+            perm = moe.permute(top_e, experts, align)
+            rows = moe.gather(x, perm)
+            pad = perm.source == tokens
+            self.assertEqual(rows[pad], torch.zeros_like(rows[pad]))
+            self.assertEqual(rows[~pad], x[perm.source[~pad]])
+            # Identity experts: combine gives x * sum of the chosen weights.
+            out = moe.combine(rows, perm, top_p)
+            self.assertEqual(out, x * top_p.sum(-1, keepdim=True))
+
+    @parametrize("align", [1, 8])
+    def test_forward_matches_per_token_loop(self, device, align):
+        layer = _layer(device, align=align)
+        x = torch.randn(11, 16, device=device)
+        out = layer(x)
+        self.assertEqual((out.shape, out.dtype), (x.shape, x.dtype))
+        self.assertLessEqual(_rel_err(out, _reference_moe(layer, x)), 1e-5)
+
+    def test_forward_with_empty_experts(self, device):
+        # 3 tokens x top-2 of 8 experts: at least two groups are empty.
+        layer = _layer(device, experts=8)
+        x = torch.randn(3, 16, device=device)
+        self.assertLessEqual(_rel_err(layer(x), _reference_moe(layer, x)),
+                             1e-5)
+
+    def test_backward_matches_float64(self, device):
+        layer = _layer(device)
+        layer64 = _layer(device, dtype=torch.float64)
+        layer64.load_state_dict({k: v.double()
+                                 for k, v in layer.state_dict().items()})
+        x = torch.randn(10, 16, device=device, requires_grad=True)
+        x64 = x.detach().double().requires_grad_()
+        dout = torch.randn(10, 16, device=device)
+        layer(x).backward(dout)
+        layer64(x64).backward(dout.double())
+        for (name, p), p64 in zip(layer.named_parameters(),
+                                  layer64.parameters()):
+            self.assertLessEqual(_rel_err(p.grad, p64.grad), 1e-4, name)
+        self.assertLessEqual(_rel_err(x.grad, x64.grad), 1e-4)
+
+    def test_compile_fullgraph_forward_backward(self, device):
+        layer = _layer(device, align=4)
+        compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+        x = torch.randn(12, 16, device=device)
+        dout = torch.randn(12, 16, device=device)
+        compiled(x).backward(dout)
+        grads = [p.grad.clone() for p in layer.parameters()]
+        layer.zero_grad(set_to_none=True)
+        layer(x).backward(dout)
+        for got, p in zip(grads, layer.parameters()):
+            self.assertEqual(got, p.grad)
+
+    @onlyCUDA
+    @dtypes(torch.bfloat16)
+    def test_training_step_no_host_sync_and_graph_replay(self, device,
+                                                          dtype):
+        if not overlap_ops.has_cuda_kernels():
+            self.skipTest("a CPU-only build of overlap_ops")
+        layer = _layer(device, dtype=dtype, experts=8)
+        x = torch.randn(64, 16, device=device, dtype=dtype)
+
+        def step():
+            out = layer(x)
+            return out, torch.autograd.grad(out.float().square().sum(),
+                                            list(layer.parameters()))
+
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out, _ = step()
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                x.copy_(torch.randn_like(x))  # new data, new routing
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertLessEqual(_rel_err(out, _reference_moe(layer, x)),
+                                 2e-2)
+
+
+instantiate_device_type_tests(TestMoE, globals(), only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()
