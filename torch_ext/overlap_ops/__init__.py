@@ -13,11 +13,12 @@ from overlap_ops import _fake  # noqa: F401  (registration only)
 from overlap_ops import moe
 from overlap_ops.carveout import sm_carveout
 from overlap_ops.checked import checked_offsets, set_checked_offsets
-from overlap_ops.grouped_mm import grouped_mm, has_cuda_kernels
+from overlap_ops.grouped_mm import gmm, grouped_mm, has_cuda_kernels
 from overlap_ops.routing import route_torch_grouped_mm, routed_torch_grouped_mm
 
 __all__ = [
     "checked_offsets",
+    "gmm",
     "grouped_mm",
     "has_cuda_kernels",
     "moe",

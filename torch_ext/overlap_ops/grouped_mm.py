@@ -45,3 +45,24 @@ def grouped_mm(
 def has_cuda_kernels() -> bool:
     """True when the extension was built with its CUDA kernels."""
     return bool(torch.ops.overlap_ops._has_cuda_kernels())
+
+
+def gmm(a: torch.Tensor, b: torch.Tensor, batch_sizes: torch.Tensor,
+        trans_b: bool = False) -> torch.Tensor:
+    """``grouped_gemm.ops.gmm`` with the sizes on the device (no host sync).
+
+    Args:
+        a: (sum sizes, K) rows grouped by ``batch_sizes``.
+        b: (G, K, N), or (G, N, K) with ``trans_b``.
+        batch_sizes: (G,) integer rows per group, on ``a``'s device (the
+            ``grouped_gemm`` package wants them on the CPU and syncs).
+        trans_b: multiply by each ``b[g]`` transposed.
+
+    Returns:
+        (sum sizes, N), differentiable in ``a`` and ``b``.
+    """
+    if batch_sizes.dim() != 1 or batch_sizes.is_floating_point():
+        raise ValueError("gmm: batch_sizes must be a 1-D integer tensor, got "
+                         f"{batch_sizes.dim()}-D {batch_sizes.dtype}")
+    offs = batch_sizes.to(a.device).cumsum(0, dtype=torch.int32)
+    return grouped_mm(a, b.transpose(-2, -1) if trans_b else b, offs)
