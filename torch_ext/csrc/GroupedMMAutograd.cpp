@@ -59,6 +59,29 @@ at::Tensor call_grouped_mm(
   return op.call(a, b, offs, bias, out_dtype);
 }
 
+// aten::_grouped_mm through the dispatcher: with routing on, its CPU and
+// CUDA kernels are ours (or, where the dispatch rule says so, upstream's).
+at::Tensor call_aten_grouped_mm(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const std::optional<at::Tensor>& offs,
+    const std::optional<at::Tensor>& bias,
+    std::optional<at::ScalarType> out_dtype) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("aten::_grouped_mm", "")
+          .typed<at::Tensor(
+              const at::Tensor&, const at::Tensor&,
+              const std::optional<at::Tensor>&,
+              const std::optional<at::Tensor>&,
+              std::optional<at::ScalarType>)>();
+  return op.call(a, b, offs, bias, out_dtype);
+}
+
+using GroupedMMFn = at::Tensor (*)(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, std::optional<at::ScalarType>);
+
 // The bias gradient's column sums through the dispatcher, so a traced
 // backward records the op (its fake kernel gives the shape).
 at::Tensor call_group_column_sums(
@@ -127,7 +150,11 @@ std::optional<at::Tensor> defined_or_nullopt(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
 }
 
-class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
+// Mm is the grouped mm every product goes through: the op's, or
+// aten::_grouped_mm's for a routed call.
+template <GroupedMMFn Mm>
+class GroupedMMFunction
+    : public torch::autograd::Function<GroupedMMFunction<Mm>> {
  public:
   static at::Tensor forward(
       AutogradContext* ctx,
@@ -152,7 +179,7 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
     ctx->saved_data["bias_dtype"] = bias.has_value() && bias->defined()
         ? c10::IValue(bias->scalar_type())
         : c10::IValue();
-    return call_grouped_mm(a, b, offs, bias, out_dtype);
+    return Mm(a, b, offs, bias, out_dtype);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -173,7 +200,7 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
           grad_out, a, b, a_geometry, b_geometry,
           ctx->saved_data["dtype"].toScalarType(), offs,
           {ctx->needs_input_grad(0), ctx->needs_input_grad(1)},
-          &call_grouped_mm, built_with_cuda() ? &call_grad_to : nullptr);
+          Mm, built_with_cuda() ? &call_grad_to : nullptr);
     }
     // needs_input_grad counts only the tensor arguments that were given:
     // bias follows a, b and, when present, offs.
@@ -188,7 +215,7 @@ class GroupedMMFunction : public torch::autograd::Function<GroupedMMFunction> {
           built_with_cuda() && !grad_out.requires_grad();
       grad_bias = at::native::grouped_mm_bias_backward(
           grad_out, a_geometry.dim(), b_geometry.dim(), offs,
-          &call_grouped_mm,
+          Mm,
           bias_dtype.toScalarType(),
           one_kernel ? &call_group_column_sums : nullptr);
     }
@@ -204,7 +231,18 @@ at::Tensor grouped_mm_autograd(
     const std::optional<at::Tensor>& offs,
     const std::optional<at::Tensor>& bias,
     std::optional<at::ScalarType> out_dtype) {
-  return GroupedMMFunction::apply(a, b, offs, bias, out_dtype);
+  return GroupedMMFunction<&call_grouped_mm>::apply(
+      a, b, offs, bias, out_dtype);
+}
+
+at::Tensor aten_grouped_mm_autograd(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const std::optional<at::Tensor>& offs,
+    const std::optional<at::Tensor>& bias,
+    std::optional<at::ScalarType> out_dtype) {
+  return GroupedMMFunction<&call_aten_grouped_mm>::apply(
+      a, b, offs, bias, out_dtype);
 }
 
 }  // namespace overlap_ops

@@ -1,8 +1,8 @@
 #pragma once
 
-// The autograd kernel of overlap_ops::grouped_mm. Routing registers it for
-// aten::_grouped_mm too, so a routed call trains with the same formulas as
-// the op (and as derivatives.yaml in the patched wheel).
+// The autograd kernels of overlap_ops::grouped_mm and, while routing is on,
+// of aten::_grouped_mm: the same formulas (those of derivatives.yaml in the
+// patched wheel), each product through its own op.
 
 #include <ATen/core/Tensor.h>
 
@@ -11,6 +11,13 @@
 namespace overlap_ops {
 
 at::Tensor grouped_mm_autograd(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const std::optional<at::Tensor>& offs,
+    const std::optional<at::Tensor>& bias,
+    std::optional<at::ScalarType> out_dtype);
+
+at::Tensor aten_grouped_mm_autograd(
     const at::Tensor& a,
     const at::Tensor& b,
     const std::optional<at::Tensor>& offs,

@@ -7,6 +7,7 @@
 #include <ATen/native/cuda/GroupColumnSums.h>
 #include <ATen/native/cuda/GroupedMMCUDA.h>
 #include <ATen/native/cuda/GroupGradCast.h>
+#include <ATen/ops/_grouped_mm_native.h>
 #endif
 
 #include "AtenOverride.h"
@@ -21,18 +22,36 @@ constexpr const char* kGroupedMMSchema =
     "grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, "
     "Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor";
 
+#ifdef OVERLAP_OPS_WITH_CUDA
+// The routed CUDA kernel: stock's own where it runs sync-free on a GPU this
+// build has no tuned kernels for, ours otherwise (the same rule the patched
+// wheel's _grouped_mm_cuda applies).
+at::Tensor routed_grouped_mm_cuda(
+    const at::Tensor& self,
+    const at::Tensor& mat2,
+    const std::optional<at::Tensor>& offs,
+    const std::optional<at::Tensor>& bias,
+    std::optional<at::ScalarType> out_dtype) {
+  if (at::native::grouped_mm_upstream_takes(self, mat2, offs, bias,
+                                            out_dtype)) {
+    return at::native::_grouped_mm_cuda(self, mat2, offs, bias, out_dtype);
+  }
+  return at::native::grouped_mm_cuda(self, mat2, offs, bias, out_dtype);
+}
+#endif
+
 // aten::_grouped_mm's CPU (and CUDA) kernels replaced by ours while
 // routing is on, and its autograd kernel by the op's, so a routed call
 // takes bias gradients and out_dtype=float32 backwards as the op does.
 AtenOverride::Libraries make_grouped_mm_overrides() {
   AtenOverride::Libraries libs;
   libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::Autograd));
-  libs.back()->impl("_grouped_mm", TORCH_FN(grouped_mm_autograd));
+  libs.back()->impl("_grouped_mm", TORCH_FN(aten_grouped_mm_autograd));
   libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CPU));
   libs.back()->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cpu));
 #ifdef OVERLAP_OPS_WITH_CUDA
   libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CUDA));
-  libs.back()->impl("_grouped_mm", TORCH_FN(at::native::grouped_mm_cuda));
+  libs.back()->impl("_grouped_mm", TORCH_FN(routed_grouped_mm_cuda));
 #endif
   return libs;
 }

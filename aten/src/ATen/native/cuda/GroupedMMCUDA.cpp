@@ -10,6 +10,7 @@
 #include <ATen/Functions.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
+#include <ATen/native/GroupedMMDispatchRule.h>
 #include <ATen/native/GroupedMMValidation.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -87,7 +88,53 @@ Tensor contiguous_within(const Tensor& t, ScalarType dtype, int64_t sm_limit) {
   return out;
 }
 
+// 16-byte aligned data pointer and non-unit strides.
+bool aligned_16_bytes(const Tensor& t) {
+  const int64_t size = t.element_size();
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) {
+    return false;
+  }
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) != 1 && t.stride(d) * size % 16 != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void warn_if_untuned_device(const Tensor& self) {
+  const auto* props = at::cuda::getDeviceProperties(self.device().index());
+  if (!grouped_mm::has_tuned_kernels(props->major, props->minor)) {
+    TORCH_WARN_ONCE(
+        "grouped_mm: no tensor-core kernels of this build run on sm_",
+        props->major, props->minor,
+        "; calls upstream cannot take run the portable CUDA kernel, which ",
+        "is correct but slower");
+  }
+}
+
 }  // namespace
+
+bool grouped_mm_upstream_takes(
+    const Tensor& self,
+    const Tensor& mat2,
+    const std::optional<Tensor>& offs,
+    const std::optional<Tensor>& bias,
+    std::optional<ScalarType> out_dtype) {
+  const auto* props = at::cuda::getDeviceProperties(self.device().index());
+  grouped_mm::CallFacts facts;
+  facts.sm_major = props->major;
+  facts.sm_minor = props->minor;
+  facts.input_dtype = self.scalar_type();
+  facts.out_dtype = out_dtype.value_or(self.scalar_type());
+  facts.has_bias = bias.has_value();
+  facts.offs_int32 = !offs.has_value() || offs->scalar_type() == kInt;
+  facts.groups = offs.has_value() ? offs->numel()
+      : (self.dim() == 3 ? self.size(0) : mat2.size(0));
+  facts.aligned = self.scalar_type() == mat2.scalar_type() &&
+      aligned_16_bytes(self) && aligned_16_bytes(mat2);
+  return grouped_mm::upstream_takes(facts);
+}
 
 Tensor grouped_mm_cuda(
     const Tensor& self,
@@ -146,6 +193,7 @@ Tensor grouped_mm_cuda(
   if (!grouped_mm::try_launch_sm90_grouped_mm(args) &&
       !grouped_mm::try_launch_sm80_grouped_mm(args)) {
     // The generic kernel also writes k = 0 groups and the bias itself.
+    warn_if_untuned_device(self);
     grouped_mm::launch_zero_tail(args);
     grouped_mm::launch_generic_grouped_mm(args);
   }

@@ -17,4 +17,13 @@ Tensor grouped_mm_cuda(
     const std::optional<Tensor>& bias,
     std::optional<ScalarType> out_dtype);
 
+// Whether upstream's own kernel should take this call
+// (GroupedMMDispatchRule.h), from the tensors' metadata and the GPU.
+bool grouped_mm_upstream_takes(
+    const Tensor& self,
+    const Tensor& mat2,
+    const std::optional<Tensor>& offs,
+    const std::optional<Tensor>& bias,
+    std::optional<ScalarType> out_dtype);
+
 }  // namespace at::native
