@@ -1,0 +1,71 @@
+# Owner(s): ["module: cuda"]
+"""The rule that decides which kernel takes a CUDA _grouped_mm call, for
+every GPU family, on the CPU: upstream's bf16 kernel keeps the calls it runs
+without a sync where this project has no tuned kernels (SM100); the
+device-offset kernels take the rest."""
+
+from __future__ import annotations
+
+import unittest
+
+import torch
+from torch.testing._internal.common_utils import (
+    instantiate_parametrized_tests,
+    parametrize,
+    run_tests,
+    TestCase,
+)
+
+try:
+    import overlap_ops._testing  # noqa: F401  (registers overlap_ops_testing)
+    HAS_TESTING = True
+except ImportError:
+    HAS_TESTING = False
+
+# (major, minor) -> whether upstream takes a plain aligned bf16 call.
+_FAMILIES = {
+    (7, 5): False,   # Turing: upstream syncs, ours runs the portable kernel
+    (8, 0): False,   # A100: ours (SM80 kernels); upstream syncs
+    (8, 6): False,
+    (8, 9): False,   # Ada
+    (9, 0): False,   # Hopper: both sync-free, ours measured faster
+    (10, 0): True,   # B200: upstream sync-free, no tuned kernel here
+    (10, 3): True,   # B300
+    (12, 0): False,  # RTX Blackwell: upstream syncs, ours (SM80 kernels)
+}
+
+
+def _takes(major, minor, dtype=torch.bfloat16, out_dtype=None, bias=False,
+           offs_int32=True, groups=8, aligned=True) -> bool:
+    return torch.ops.overlap_ops_testing._grouped_mm_upstream_takes(
+        major, minor, dtype, out_dtype or dtype, bias, offs_int32, groups,
+        aligned)
+
+
+@unittest.skipIf(not HAS_TESTING, "needs the extension's test module")
+class TestGroupedMMDispatchRule(TestCase):
+    @parametrize("family", list(_FAMILIES))
+    def test_plain_bf16_call(self, family):
+        self.assertEqual(_takes(*family), _FAMILIES[family])
+
+    @parametrize("family", [(10, 0), (10, 3)])
+    def test_what_upstream_cannot_take_stays_ours(self, family):
+        self.assertTrue(_takes(*family, groups=1024))
+        self.assertFalse(_takes(*family, groups=1025))
+        self.assertFalse(_takes(*family, dtype=torch.float16))
+        self.assertFalse(_takes(*family, dtype=torch.float32))
+        self.assertFalse(_takes(*family, out_dtype=torch.float32))
+        self.assertFalse(_takes(*family, bias=True))
+        self.assertFalse(_takes(*family, offs_int32=False))
+        self.assertFalse(_takes(*family, aligned=False))
+
+    @parametrize("family", [f for f, up in _FAMILIES.items() if not up])
+    def test_other_families_never_take_upstream(self, family):
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            self.assertFalse(_takes(*family, dtype=dtype))
+
+
+instantiate_parametrized_tests(TestGroupedMMDispatchRule)
+
+if __name__ == "__main__":
+    run_tests()
