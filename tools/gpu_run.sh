@@ -6,6 +6,9 @@
 # ignored); fill it where there is one with `tools/gpu_run.sh wheels`.
 # Stages:
 #   build     pip-installs the extension (CUDA kernels) against this torch
+#   saveext   packs the installed extension into $OUT/ext.tgz; carried back
+#             as .ext/ext.tgz, `loadext` installs it instead of `build`
+#             (same sources and torch only: the caller's responsibility)
 #   test      every test file (CPU and CUDA tests)
 #   sanitize  compute-sanitizer memcheck over the CUDA grouped-mm tests,
 #             once per backend (SANITIZE_BACKENDS, default "auto sm80 generic")
@@ -57,6 +60,16 @@ for stage in "$@"; do
       grep -o "C7515.*" "$WORK/build.log" | cut -c1-300 | sed 's/^/WARNING /'
       echo "build rc=$rc in $SECONDS s"
       [[ $rc == 0 ]] || exit 1
+      ;;
+    saveext)
+      pkg=$(python3 -c "import overlap_ops, os; print(os.path.dirname(overlap_ops.__file__))") || exit 1
+      tar czf "$FINAL/ext.tgz" --exclude=__pycache__ -C "$(dirname "$pkg")" overlap_ops
+      ls -l "$FINAL/ext.tgz"
+      ;;
+    loadext)
+      mkdir -p /tmp/site && tar xzf .ext/ext.tgz -C /tmp/site || exit 1
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+      python3 -c "import overlap_ops; print('loaded', overlap_ops.__file__)" || exit 1
       ;;
     test)
       # -rs names every skip, so a skipped GPU check cannot pass for a run.
