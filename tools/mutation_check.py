@@ -47,6 +47,7 @@ class Mutant:
 
 _VALIDATION = "aten/src/ATen/native/GroupedMMValidation.cpp"
 _T_GROUPED = "test/test_grouped_mm.py"
+_T_VALIDATION = "test/test_grouped_mm_validation.py"
 _T_AUTOGRAD = "test/test_grouped_mm_autograd.py"
 _T_CU_MASK = "test/test_cu_mask.py"
 _T_CARVEOUT = "test/test_sm_carveout.py"
@@ -56,44 +57,44 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("validation-contraction-2d3d", _VALIDATION,
            "      check_inner_dims(self.size(1), mat2.size(1), p.layout, "
            "self, mat2);\n",
-           "", (_T_GROUPED, "-k", "validation or rejects or message")),
+           "", (_T_VALIDATION,)),
     Mutant("validation-contraction-3d2d", _VALIDATION,
            "      check_inner_dims(self.size(2), mat2.size(0), p.layout, "
            "self, mat2);\n",
-           "", (_T_GROUPED, "-k", "validation or rejects or message")),
+           "", (_T_VALIDATION,)),
     Mutant("validation-contraction-2d2d", _VALIDATION,
            "      check_inner_dims(self.size(1), mat2.size(0), p.layout, "
            "self, mat2);\n",
-           "", (_T_GROUPED, "-k", "validation or rejects or message")),
+           "", (_T_VALIDATION,)),
     Mutant("validation-contraction-3d3d", _VALIDATION,
            "      check_inner_dims(self.size(2), mat2.size(1), p.layout, "
            "self, mat2);\n",
-           "", (_T_GROUPED, "-k", "validation or rejects or message")),
+           "", (_T_VALIDATION,)),
     Mutant("validation-batch-3d3d", _VALIDATION,
            "          self.size(0) == mat2.size(0),",
            "          self.size(0) >= mat2.size(0),",
-           (_T_GROUPED, "-k", "validation or rejects or message")),
+           (_T_VALIDATION,)),
     Mutant("validation-offs-length", _VALIDATION,
            "        o.size(0) == expected_groups,",
            "        o.size(0) >= expected_groups,",
-           (_T_GROUPED, "-k", "validation or rejects or message")),
+           (_T_VALIDATION,)),
     Mutant("validation-offs-device", _VALIDATION,
            "      o.device() == self.device(),",
            "      true,",
-           (_T_GROUPED, "-k", "validation or rejects or message")),
+           (_T_VALIDATION,)),
     Mutant("validation-bias-shape", _VALIDATION,
            "      b.dim() == 2 && b.size(0) == p.num_groups && "
            "b.size(1) == p.n,",
            "      b.dim() == 2 && b.size(1) == p.n,",
-           (_T_GROUPED, "-k", "validation or rejects or message")),
+           (_T_VALIDATION,)),
     Mutant("validation-out-dtype", _VALIDATION,
            "      *out_dtype == kFloat && low_precision,",
            "      *out_dtype == kFloat,",
-           (_T_GROUPED, "-k", "validation or rejects or message")),
+           (_T_VALIDATION,)),
     Mutant("checked-offsets-decreasing", _VALIDATION,
            "        v[g] >= prev,",
            "        true,",
-           (_T_GROUPED, "-k", "offs or offsets")),
+           (_T_VALIDATION,)),
     # The CPU reference kernel.
     Mutant("cpu-bias-2d2d", "aten/src/ATen/native/GroupedMM.cpp",
            "        add_bias_if_any(group_out, bias_row(bias, g, acc_dtype));",
