@@ -74,10 +74,7 @@ def check_sm_carveout(k: Optional[int],
             f"sm_carveout: k must be an int or None, got {type(k).__name__}"
         ) from None
     sms = device_sm_count() if sm_count is None else sm_count
-    if sms is None:
-        torch.ops.overlap_ops._check_sm_carveout(k)
-    else:
-        torch.ops.overlap_ops._sm_count_after_carveout(sms, k)
+    torch.ops.overlap_ops._check_sm_carveout(k, sms)
     return k
 
 

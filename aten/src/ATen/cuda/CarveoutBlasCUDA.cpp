@@ -8,8 +8,8 @@
 // own transpose in column-major order, so row-major operands go in with
 // CUBLAS_OP_N and column-major ones (transposed views) with CUBLAS_OP_T.
 
-// cuBLAS only. Upstream hipifies ATen/cuda/*.cpp for ROCm builds; the ROCm
-// side of the carveout lives in ATen/hip/ (CU-masked streams).
+// The ROCm build hipifies ATen/cuda/*.cpp; this file is cuBLAS-only, and the
+// ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
 #if !defined(USE_ROCM)
 
 #include <ATen/cuda/CarveoutBlasCUDA.h>
@@ -460,8 +460,8 @@ void carveout_gemm(const Tensor& a, const Tensor& b,
 // carveout. cuBLAS's bf16/fp16 kernels on Hopper are persistent: they size
 // their grid from the SM count target, so they stay on the caller's stream.
 // Its float32 (TF32 or not), float64 and complex kernels launch one CTA per
-// tile and spread over every SM whatever the target says (measured on an
-// H200, test/test_sm_carveout.py), so only a green context bounds them.
+// tile and spread over every SM whatever the target says, so only a green
+// context bounds them.
 bool needs_green_context(ScalarType dtype) {
   return dtype != kBFloat16 && dtype != kHalf;
 }

@@ -25,8 +25,8 @@ void check_sm_carveout(int64_t carveout);
 int64_t sm_count_after_carveout(int64_t total_sms, int64_t carveout);
 
 // SMs a GEMM may use on a device with `total_sms` SMs under the context's
-// carveout: `total_sms` when no carveout is set. Our own kernels size their
-// persistent grid with it.
+// carveout: `total_sms` when no carveout is set. Persistent kernels size
+// their grid with it.
 int64_t effective_sm_count(int64_t total_sms);
 
 // The value for cuBLAS's cublasSetSmCountTarget and cuBLASLt's
