@@ -1,4 +1,5 @@
-"""Builds overlap_ops._C from the canonical sources in ../aten.
+"""Builds overlap_ops._C from the canonical sources in ../aten, and the
+test-only overlap_ops._testing_C (csrc/testing/) linked against it.
 
 CPU sources always build. CUDA sources build when torch is a CUDA build and
 nvcc is found (CUDA_HOME), unless OVERLAP_OPS_CUDA=0; OVERLAP_OPS_CUDA=1 makes
@@ -219,6 +220,10 @@ def _testing_extension(shipped):
 class _BuildWithTesting(_BuildExtension):
     """Links _testing_C against the _C built just before it (ext_modules
     order), found next to it at run time through an $ORIGIN rpath."""
+
+    def build_extensions(self) -> None:
+        self.parallel = False  # keep that order (ninja still uses MAX_JOBS)
+        super().build_extensions()
 
     def build_extension(self, ext) -> None:
         if ext.name == TESTING:
