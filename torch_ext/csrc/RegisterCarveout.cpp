@@ -2,14 +2,14 @@
 // check of k against the policy (aten/src/ATen/cuda/SMCarveout.h), whether
 // green contexts work on a device, and the switch that routes aten::mm,
 // addmm, bmm and baddbmm (CUDA) to the carveout-aware kernels of
-// aten/src/ATen/cuda/CarveoutBlasCUDA.h. Tests reach the rest of the policy
+// aten/src/ATen/cuda/CarveoutGemmCUDA.h. Tests reach the rest of the policy
 // through overlap_ops._testing (csrc/testing/). This file only routes to
 // aten/; no carveout logic lives here.
 
 #include <ATen/cuda/SMCarveout.h>
 #ifdef OVERLAP_OPS_WITH_CUDA
-#include <ATen/cuda/CarveoutBlasCUDA.h>
-#include <ATen/cuda/CarveoutStreamCUDA.h>
+#include <ATen/cuda/CarveoutGemmCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 #endif
 
 #include "AtenOverride.h"

@@ -1,9 +1,9 @@
 // Test-only op (namespace overlap_ops_testing) that hands the tests the
 // cached green-context stream of (device, k), so they can launch a probe
-// kernel on it (aten/src/ATen/cuda/CarveoutStreamCUDA.h). Built only with
+// kernel on it (aten/src/ATen/cuda/GreenContextStreamCUDA.h). Built only with
 // the CUDA kernels.
 
-#include <ATen/cuda/CarveoutStreamCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 
 #include <torch/library.h>
 

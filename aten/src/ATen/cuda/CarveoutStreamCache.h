@@ -5,9 +5,9 @@
 // A GEMM whose kernels cannot size their grid from the SM budget runs on a
 // stream that the hardware confines to SMs - k SMs: a CU-masked stream on
 // ROCm (CUMask.h, ATen/hip/), a green-context stream on CUDA
-// (CarveoutStreamCUDA.h). The cache owns one such stream and two events per
-// (device, k), created on first use, reused by every later call and thread,
-// and destroyed with the cache.
+// (GreenContextStreamCUDA.h). The cache owns one such stream and two events
+// per (device, k), created on first use, reused by every later call and
+// thread, and destroyed with the cache.
 //
 // Ordering with the caller's current stream, per GEMM:
 //   fork: record(fork_event, current);   wait(restricted, fork_event)

@@ -35,7 +35,7 @@ int64_t effective_sm_count(int64_t total_sms);
 int32_t blas_sm_count_target(int64_t total_sms);
 
 // SMs of the CUDA green-context partition that confines a GEMM whose kernels
-// are not persistent (see CarveoutStreamCUDA.h): SMs - k rounded DOWN to a
+// are not persistent (see GreenContextStreamCUDA.h): SMs - k rounded DOWN to a
 // multiple of `alignment`, so the partition never exceeds the budget.
 // `min_partition` and `alignment` are the driver's SM-partition granularity
 // (cuDevSmResourceSplitByCount; 8 and 8 on SM90). Returns `total_sms` for

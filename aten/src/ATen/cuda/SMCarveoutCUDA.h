@@ -11,7 +11,7 @@
 // grid of its persistent kernels; a kernel that launches one CTA per output
 // tile still spreads over every SM. GEMMs whose kernels are like that
 // (float32, float64, complex) therefore also run on a green-context stream
-// of SMs - k SMs (CarveoutStreamCUDA.h).
+// of SMs - k SMs (GreenContextStreamCUDA.h).
 
 #include <ATen/cuda/SMCarveout.h>
 

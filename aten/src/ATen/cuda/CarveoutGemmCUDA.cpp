@@ -1,7 +1,7 @@
 // Host code only (compiled by the C++ compiler, not nvcc): every error this
 // file raises is thrown and unwound in ordinary C++ frames.
 //
-// Carveout-aware mm / addmm / bmm / baddbmm; see CarveoutBlasCUDA.h.
+// Carveout-aware mm / addmm / bmm / baddbmm; see CarveoutGemmCUDA.h.
 //
 // Every problem is row-major C (B, M, N) = A (B, M, K) @ B (B, K, N). cuBLAS
 // is column-major, so it computes C^T = B^T A^T: a row-major matrix is its
@@ -12,11 +12,11 @@
 // ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
 #if !defined(USE_ROCM)
 
-#include <ATen/cuda/CarveoutBlasCUDA.h>
+#include <ATen/cuda/CarveoutGemmCUDA.h>
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CarveoutStreamCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_native.h>

@@ -1,11 +1,11 @@
-// Green-context streams for the CUDA SM carveout; see CarveoutStreamCUDA.h.
-// Host code only, compiled by the C++ compiler.
+// Green-context streams for the CUDA SM carveout; see
+// GreenContextStreamCUDA.h. Host code only, compiled by the C++ compiler.
 
 // The ROCm build hipifies ATen/cuda/*.cpp; this file is CUDA-only, and the
 // ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
 #if !defined(USE_ROCM)
 
-#include <ATen/cuda/CarveoutStreamCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
