@@ -18,7 +18,6 @@ from __future__ import annotations
 import unittest
 from typing import NamedTuple
 
-import torch
 from torch.testing._internal.common_utils import (
     instantiate_parametrized_tests,
     parametrize,
@@ -27,16 +26,19 @@ from torch.testing._internal.common_utils import (
 )
 
 try:
-    import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
+    import overlap_ops
 except ImportError:  # a patched PyTorch wheel
     overlap_ops = None
+    _testing = None
+else:  # with the extension, its test-only ops must load
+    from overlap_ops import _testing
 
 # The builder and the stream-cache double are C++ without a Python binding in
-# torch; the extension exposes them as private ops. In wheel mode these
-# tests skip (README, ROCm carveout).
+# torch; the extension's test-only module (overlap_ops._testing) exposes
+# them. In wheel mode these tests skip (README, ROCm carveout).
 needs_extension = unittest.skipIf(
     overlap_ops is None,
-    "reaches the C++ mask builder through overlap_ops' private ops "
+    "reaches the C++ mask builder through overlap_ops._testing "
     "(extension mode only)")
 
 _WORD_BITS = 32
@@ -165,14 +167,14 @@ def _upstream_cu_mask(total_cus: int, k: int) -> list[int]:
 
 
 def _cu_mask(part: _Part, k: int) -> list[int]:
-    """Our builder, through the private op; k counts CUs."""
-    return torch.ops.overlap_ops._rocm_cu_mask(
-        part.total_cus, k, part.num_xcc, part.wgp_pairs)
+    """Our builder, through the test-only op; k counts CUs."""
+    return _testing.rocm_cu_mask(part.total_cus, k, part.num_xcc,
+                                 part.wgp_pairs)
 
 
 def _sm_carveout_mask(part: _Part, k: int) -> list[int]:
     """The mask the stream cache builds for a carveout of k SMs."""
-    return torch.ops.overlap_ops._rocm_sm_carveout_cu_mask(
+    return _testing.rocm_sm_carveout_cu_mask(
         part.total_cus, part.cus_per_sm, k, part.num_xcc, part.wgp_pairs)
 
 
@@ -235,7 +237,7 @@ class TestSMCarveoutUnits(TestCase):
     def test_sm_count_target_hint(self, part: _Part) -> None:
         # The hipBLASLt hint is in SMs: SMs - k, and 0 (no hint) for k = 0.
         for k in range(part.sms):
-            hint = torch.ops.overlap_ops._rocm_sm_count_target(
+            hint = _testing.rocm_sm_count_target(
                 part.total_cus, part.cus_per_sm, k, part.wgp_pairs)
             enabled = _expected_enabled(part, k, part.cus_per_sm)
             self.assertEqual(hint, 0 if k == 0 else enabled // part.cus_per_sm,
@@ -263,7 +265,7 @@ class TestSMCarveoutUnits(TestCase):
     def test_cus_per_sm_must_divide(self) -> None:
         with self.assertRaisesRegex(RuntimeError, r"cus_per_sm must be >= 1 "
                                     r"and divide total_cus=96"):
-            torch.ops.overlap_ops._rocm_sm_carveout_cu_mask(96, 5, 4, 1, True)
+            _testing.rocm_sm_carveout_cu_mask(96, 5, 4, 1, True)
 
 
 @needs_extension
@@ -322,8 +324,7 @@ class TestCUMaskErrors(TestCase):
     def _message(self, total_cus: int, k: int, num_xcc: int,
                  wgp_pairs: bool) -> str:
         with self.assertRaises(RuntimeError) as ctx:
-            torch.ops.overlap_ops._rocm_cu_mask(total_cus, k, num_xcc,
-                                                wgp_pairs)
+            _testing.rocm_cu_mask(total_cus, k, num_xcc, wgp_pairs)
         return str(ctx.exception).splitlines()[0]
 
     def test_k_too_large(self) -> None:
@@ -357,22 +358,6 @@ class TestCUMaskErrors(TestCase):
             """build_cu_mask: with wgp_pairs, num_xcc must be 1 (no gfx10+ part has several XCCs), got num_xcc=2""")  # noqa: B950
 
 
-class _Counts(NamedTuple):
-    """What a scripted run of the stream cache on the test double saw."""
-
-    streams_created: int
-    events_created: int
-    records: int
-    waits: int
-    streams_destroyed: int
-    events_destroyed: int
-    cache_entries: int
-    forks: int
-    pass_through: int
-    wrong_stream: int
-    ordering_violations: int
-
-
 def _run_scenario(
     num_threads: int,
     calls_per_thread: int,
@@ -380,19 +365,14 @@ def _run_scenario(
     num_devices: int = 1,
     capturing: bool = False,
     part: _Part = _MI300X,
-) -> _Counts:
-    """Drives CarveoutStreamCache with the counting double from threads.
-
-    Thread t's call c uses device (t + c) % num_devices and carveout
-    carveouts[(7 t + c) % len(carveouts)]; each call forks, checks the
-    stream it got, and joins.
-    """
-    fields = torch.ops.overlap_ops._carveout_stream_scenario_fields()
-    assert list(fields) == list(_Counts._fields), fields
-    values = torch.ops.overlap_ops._carveout_stream_scenario(
+) -> _testing.CarveoutScenarioCounts:
+    """Drives CarveoutStreamCache with the counting double from threads,
+    restricting streams with the CU mask of ``part``; see
+    ``_testing.cu_mask_stream_scenario``."""
+    return _testing.cu_mask_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
-        part.total_cus, part.num_xcc, part.wgp_pairs, part.cus_per_sm)
-    return _Counts(*values)
+        total_cus=part.total_cus, num_xcc=part.num_xcc,
+        wgp_pairs=part.wgp_pairs, cus_per_sm=part.cus_per_sm)
 
 
 def _keys_used(num_threads: int, calls_per_thread: int,

@@ -50,6 +50,9 @@ try:
     import overlap_ops  # noqa: E402
 except ImportError:  # a patched PyTorch wheel: test torch._grouped_mm
     overlap_ops = None
+    _testing = None
+else:  # with the extension, its test-only ops must load
+    from overlap_ops import _testing  # noqa: E402
 
 HAS_EXTENSION = overlap_ops is not None
 HAS_CUDA_KERNELS = not HAS_EXTENSION or overlap_ops.has_cuda_kernels()
@@ -379,10 +382,10 @@ class _ContractTests:
     @onlyCPU
     def test_checked_offsets_switch(self, device):
         with overlap_ops.checked_offsets(True):
-            self.assertTrue(torch.ops.overlap_ops._checked_offsets())
+            self.assertTrue(_testing.checked_offsets())
             with overlap_ops.checked_offsets(False):
-                self.assertFalse(torch.ops.overlap_ops._checked_offsets())
-            self.assertTrue(torch.ops.overlap_ops._checked_offsets())
+                self.assertFalse(_testing.checked_offsets())
+            self.assertTrue(_testing.checked_offsets())
 
     @needs_extension
     @onlyCPU
@@ -391,7 +394,7 @@ class _ContractTests:
         # call, and the context manager hands it back on exit (it used to
         # leave the value it found pinned, so the variable was never read
         # again). A value it does not know raises instead of turning on.
-        read = torch.ops.overlap_ops._checked_offsets
+        read = _testing.checked_offsets
         saved = os.environ.get("OVERLAP_OPS_CHECK_OFFSETS")
         try:
             with overlap_ops.checked_offsets(True):

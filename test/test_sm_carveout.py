@@ -1,15 +1,16 @@
 # Owner(s): ["module: cuda"]
 """SM carveout: the policy, overlap_ops.sm_carveout(k), and every CUDA GEMM.
 
-CPU tests cover the policy (aten/src/ATen/cuda/SMCarveout.h, through private
-ops) and the context manager's bookkeeping: the context setting and the
-dispatcher routes it changes, restored on exit and after an exception.
+CPU tests cover the policy (aten/src/ATen/cuda/SMCarveout.h, through the
+extension's test-only module overlap_ops._testing) and the context
+manager's bookkeeping: the context setting and the dispatcher routes it
+changes, restored on exit and after an exception.
 
 Mode by feature detection: with overlap_ops installed the CUDA tests run
 inside overlap_ops.sm_carveout(k); without it (a wheel built by
 `./build.sh wheel`) they set torch._C._set_sm_carveout_experimental(k)
 directly, which the patched wheel honours in every GEMM, and the tests of
-the extension's own API (private policy ops, the context manager) skip.
+the extension's own API (policy probes, the context manager) skip.
 
 CUDA tests check, for mm, addmm, linear, bmm, baddbmm, _scaled_mm (fp8) and
 _grouped_mm in bf16/fp16, that the launched grid (args.grid in the
@@ -36,8 +37,10 @@ and are left out of the check.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import subprocess
 import sys
 import unittest
 from typing import Callable, Iterator, Optional
@@ -55,10 +58,13 @@ from torch.testing._internal.common_utils import parametrize, run_tests, TestCas
 
 try:
     import overlap_ops
-    from overlap_ops import carveout as carveout_mod
 except ImportError:  # a patched PyTorch wheel: the carveout is built in
     overlap_ops = None
     carveout_mod = None
+    _testing = None
+else:  # with the extension, its test-only ops must load
+    from overlap_ops import _testing
+    from overlap_ops import carveout as carveout_mod
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launched_kernels import (  # noqa: E402
@@ -219,22 +225,21 @@ def _sms_seen(stream: torch.cuda.Stream, device: str,
 def _green_stream(device: str, k: int) -> tuple[torch.cuda.Stream, int]:
     """The cached green-context stream of (device, k) and its SM count."""
     index = torch.device(device).index or 0
-    handle, part_sms = torch.ops.overlap_ops._green_context_stream(index, k)
-    return torch.cuda.ExternalStream(handle, device=device), int(part_sms)
+    handle, part_sms = _testing.green_context_stream(index, k)
+    return torch.cuda.ExternalStream(handle, device=device), part_sms
 
 
 def _green_scenario(num_threads: int, calls_per_thread: int,
                     carveouts: list[int], num_devices: int = 1,
                     capturing: bool = False, total_sms: int = 132,
-                    min_partition: int = 8,
-                    alignment: int = 8) -> dict[str, int]:
+                    min_partition: int = 8, alignment: int = 8
+                    ) -> _testing.CarveoutScenarioCounts:
     """Drives CarveoutStreamCache with the counting double, restricting
     streams as the CUDA green-context backend does; see test_cu_mask.py."""
-    fields = torch.ops.overlap_ops._carveout_stream_scenario_fields()
-    values = torch.ops.overlap_ops._green_carveout_stream_scenario(
+    return _testing.green_context_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
-        total_sms, min_partition, alignment)
-    return dict(zip(fields, values))
+        total_sms=total_sms, min_partition=min_partition,
+        alignment=alignment)
 
 
 class TestSMCarveout(TestCase):
@@ -258,14 +263,13 @@ class TestSMCarveout(TestCase):
         (132, 0, 132), (132, 8, 124), (132, 66, 66), (132, 131, 1),
         (78, 32, 46), (1, 0, 1)])
     def test_sm_count_after_carveout(self, device, total_sms, k, expected):
-        self.assertEqual(
-            torch.ops.overlap_ops._sm_count_after_carveout(total_sms, k),
-            expected)
+        self.assertEqual(_testing.sm_count_after_carveout(total_sms, k),
+                         expected)
 
     @needs_extension
     @onlyCPU
     def test_sm_count_after_carveout_errors(self, device):
-        policy = torch.ops.overlap_ops._sm_count_after_carveout
+        policy = _testing.sm_count_after_carveout
         with self.assertRaises(RuntimeError) as ctx:
             policy(132, 132)
         self.assertExpectedInline(str(ctx.exception).splitlines()[0], """\
@@ -286,7 +290,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
     @needs_extension
     @onlyCPU
     def test_blas_sm_count_target_follows_context(self, device):
-        target = torch.ops.overlap_ops._blas_sm_count_target
+        target = _testing.blas_sm_count_target
         torch._C._set_sm_carveout_experimental(None)
         self.assertEqual(target(132), 0)  # 0: the libraries' "every SM"
         torch._C._set_sm_carveout_experimental(16)
@@ -318,7 +322,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
         (132, 8, 2), (132, 16, 8)])
     def test_green_context_sm_count_exhaustive(self, device, total_sms,
                                                min_partition, alignment):
-        partition = torch.ops.overlap_ops._green_context_sm_count
+        partition = _testing.green_context_sm_count
         self.assertEqual(partition(total_sms, 0, min_partition, alignment),
                          total_sms)
         for k in range(1, total_sms):
@@ -341,7 +345,7 @@ sm_carveout: the carveout must satisfy k >= 0, got k = -3""")
     @needs_extension
     @onlyCPU
     def test_green_context_sm_count_errors(self, device):
-        partition = torch.ops.overlap_ops._green_context_sm_count
+        partition = _testing.green_context_sm_count
         with self.assertRaises(RuntimeError) as ctx:
             partition(132, 125, 8, 8)
         self.assertExpectedInline(str(ctx.exception).splitlines()[0], """\
@@ -368,19 +372,19 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         keys = {((t + c) % devices, carveouts[(7 * t + c) % len(carveouts)])
                 for t in range(num_threads) for c in range(calls)}
         keys = {key for key in keys if key[1] > 0}
-        forked = counts["forks"] - counts["pass_through"]
-        self.assertEqual(counts["forks"], num_threads * calls)
-        self.assertEqual(counts["cache_entries"], len(keys))
-        self.assertEqual(counts["streams_created"], len(keys))
+        forked = counts.forks - counts.pass_through
+        self.assertEqual(counts.forks, num_threads * calls)
+        self.assertEqual(counts.cache_entries, len(keys))
+        self.assertEqual(counts.streams_created, len(keys))
         # A fork event and a join event (in the green context) per key.
-        self.assertEqual(counts["events_created"], 2 * len(keys))
-        self.assertEqual((counts["records"], counts["waits"]),
+        self.assertEqual(counts.events_created, 2 * len(keys))
+        self.assertEqual((counts.records, counts.waits),
                          (2 * forked, 2 * forked))
-        self.assertEqual(counts["wrong_stream"], 0)
-        self.assertEqual(counts["ordering_violations"], 0)
-        self.assertEqual(counts["streams_destroyed"],
-                         counts["streams_created"])
-        self.assertEqual(counts["events_destroyed"], counts["events_created"])
+        self.assertEqual(counts.wrong_stream, 0)
+        self.assertEqual(counts.ordering_violations, 0)
+        self.assertEqual(counts.streams_destroyed,
+                         counts.streams_created)
+        self.assertEqual(counts.events_destroyed, counts.events_created)
 
     @needs_extension
     @onlyCPU
@@ -389,10 +393,10 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         # stays on the capturing stream; a bad k still raises.
         counts = _green_scenario(4, 50, [8, 16], num_devices=2,
                                  capturing=True)
-        self.assertEqual(counts["pass_through"], counts["forks"])
+        self.assertEqual(counts.pass_through, counts.forks)
         self.assertEqual(
-            (counts["streams_created"], counts["events_created"],
-             counts["records"], counts["waits"]), (0, 0, 0, 0))
+            (counts.streams_created, counts.events_created,
+             counts.records, counts.waits), (0, 0, 0, 0))
         with self.assertRaisesRegex(RuntimeError, r"k = 125 leaves 7 of 132"):
             _green_scenario(1, 1, [125], capturing=True)
 
@@ -403,6 +407,32 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
             _green_scenario(2, 3, [128])
         with self.assertRaisesRegex(RuntimeError, r"0 <= k < 132"):
             _green_scenario(1, 1, [132])
+
+    @needs_extension
+    @onlyCPU
+    def test_probes_not_shipped(self, device):
+        # `import overlap_ops` loads only what the package needs at run time;
+        # the test-only ops are registered by overlap_ops._testing alone.
+        script = (
+            "import json, sys, torch, overlap_ops\n"
+            "print(json.dumps([torch._C._dispatch_get_all_op_names(),\n"
+            "                  [m for m in sys.modules if 'testing_C' in m]]))")
+        out = subprocess.run([sys.executable, "-c", script], check=True,
+                             capture_output=True, text=True).stdout
+        names, testing_modules = json.loads(out)
+        self.assertEqual(testing_modules, [])
+        self.assertEqual(
+            [n for n in names if n.startswith("overlap_ops_testing::")], [])
+        shipped = {n.split("::")[1].lstrip("_") for n in names
+                   if n.startswith("overlap_ops::")}
+        self.assertIn("check_sm_carveout", shipped)
+        # Loaded here through overlap_ops._testing.
+        probes = {n.split("::")[1]
+                  for n in torch._C._dispatch_get_all_op_names()
+                  if n.startswith("overlap_ops_testing::")}
+        self.assertIn("sm_count_after_carveout", probes)
+        self.assertIn("green_context_stream_scenario", probes)
+        self.assertEqual(shipped & probes, set())
 
     # ------------------------------------------------------------------
     # The context manager's bookkeeping (CPU: no GPU work is launched)
@@ -534,7 +564,7 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
     def _skip_without_green_context(self, device: str) -> None:
         if not HAS_EXTENSION:
             self.skipTest("the green-context stream is reached through "
-                          "overlap_ops' private ops (extension mode only)")
+                          "overlap_ops._testing (extension mode only)")
         if not hasattr(torch.cuda, "_compile_kernel"):
             self.skipTest("the %smid probe needs torch.cuda._compile_kernel")
         reason = carveout_mod.green_context_unavailable_reason(device)

@@ -1,4 +1,5 @@
-"""Builds overlap_ops._C from the canonical sources in ../aten.
+"""Builds overlap_ops._C from the canonical sources in ../aten, and the
+test-only overlap_ops._testing_C (csrc/testing/) linked against it.
 
 CPU sources always build. CUDA sources build when torch is a CUDA build and
 nvcc is found (CUDA_HOME), unless OVERLAP_OPS_CUDA=0; OVERLAP_OPS_CUDA=1 makes
@@ -18,6 +19,7 @@ Environment:
 
 from __future__ import annotations
 
+import copy
 import glob
 import os
 import re
@@ -103,6 +105,57 @@ def _cuda_sources() -> list[str]:
     if only:
         found = [p for p in found if re.search(only, os.path.basename(p))]
     return _rel(found)
+
+
+# Test-only ops (csrc/testing/*.cpp, *.cu): tests load them through
+# overlap_ops/_testing.py, `import overlap_ops` never does. Built with every
+# build, so `pip install ./torch_ext` is all that tests need.
+TESTING = "overlap_ops._testing_C"
+
+
+def _testing_extension(shipped):
+    """overlap_ops._testing_C, with _C's flags and libraries. It compiles
+    only csrc/testing/ and links against _C (see _linking_testing), so the
+    probes call the aten/ code that ships, with its state. Files that need
+    the toolkit (*CUDA.cpp, *.cu) join only a CUDA build."""
+    folder = ROOT / "csrc" / "testing"
+    portable = glob.glob(str(folder / "*.cpp"))
+    toolkit = [p for p in portable if _needs_toolkit(p)]
+    toolkit += glob.glob(str(folder / "*.cu"))
+    portable = [p for p in portable if p not in toolkit]
+    only = os.environ.get("OVERLAP_OPS_CUDA_SOURCES")
+    if only:
+        toolkit = [p for p in toolkit if re.search(only, os.path.basename(p))]
+    testing = copy.deepcopy(shipped)
+    testing.name = TESTING
+    testing.sources = _rel(portable + (toolkit if _want_cuda() else []))
+    return testing
+
+
+def _extensions():
+    shipped = _extension()
+    return [shipped, _testing_extension(shipped)]
+
+
+def _linking_testing(build_ext):
+    """`build_ext` that links _testing_C against the _C built just before
+    it (ext_modules order), found next to it at run time ($ORIGIN rpath)."""
+
+    class BuildWithTesting(build_ext):
+        def build_extensions(self) -> None:
+            self.parallel = False  # keep that order; ninja uses MAX_JOBS
+            super().build_extensions()
+
+        def build_extension(self, ext) -> None:
+            if ext.name == TESTING:
+                shipped = Path(self.get_ext_fullpath("overlap_ops._C"))
+                ext.library_dirs = [*ext.library_dirs, str(shipped.parent)]
+                ext.extra_link_args = [
+                    *ext.extra_link_args, f"-l:{shipped.name}",
+                    "-Wl,-rpath,$ORIGIN"]
+            super().build_extension(ext)
+
+    return BuildWithTesting
 
 
 def _wheel_cuda_dirs() -> tuple[list[str], list[str]]:
@@ -193,6 +246,7 @@ def _extension():
 _warn_unsupported_torch()
 setup(
     packages=["overlap_ops"],
-    ext_modules=[_extension()],
-    cmdclass={"build_ext": _BuildExtension.with_options(use_ninja=True)},
+    ext_modules=_extensions(),
+    cmdclass={"build_ext": _linking_testing(_BuildExtension).with_options(
+        use_ninja=True)},
 )

@@ -69,10 +69,6 @@ std::optional<bool> checked_offsets_override() {
   return at::native::grouped_mm_checked_offsets_override();
 }
 
-bool checked_offsets() {
-  return at::native::grouped_mm_checked_offsets();
-}
-
 bool has_cuda_kernels() {
 #ifdef OVERLAP_OPS_WITH_CUDA
   return true;
@@ -90,7 +86,6 @@ TORCH_LIBRARY(overlap_ops, m) {
         &overlap_ops::route_aten_grouped_mm);
   m.def("_set_checked_offsets(bool? enabled) -> ()",
         &overlap_ops::set_checked_offsets);
-  m.def("_checked_offsets() -> bool", &overlap_ops::checked_offsets);
   m.def("_checked_offsets_override() -> bool?",
         &overlap_ops::checked_offsets_override);
   m.def("_has_cuda_kernels() -> bool", &overlap_ops::has_cuda_kernels);

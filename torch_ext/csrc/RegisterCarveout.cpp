@@ -1,132 +1,96 @@
-// Registers private overlap_ops ops that expose the carveout host logic
-// (aten/src/ATen/cuda/CUMask.h, SMCarveout.h, CarveoutStreamCache.h) to the
-// CPU tests. This file only routes to aten/; no carveout logic lives here.
+// Registers the SM-carveout ops that overlap_ops.sm_carveout(k) uses: the
+// check of k against the policy (aten/src/ATen/cuda/SMCarveout.h), whether
+// green contexts work on a device, and the switch that routes aten::mm,
+// addmm, bmm and baddbmm (CUDA) to the carveout-aware kernels of
+// aten/src/ATen/cuda/CarveoutGemmCUDA.h. Tests reach the rest of the policy
+// through overlap_ops._testing (csrc/testing/). This file only routes to
+// aten/; no carveout logic lives here.
 
-#include <ATen/cuda/CUMask.h>
-#include <ATen/cuda/FakeCarveoutStreamBackend.h>
 #include <ATen/cuda/SMCarveout.h>
+#ifdef OVERLAP_OPS_WITH_CUDA
+#include <ATen/cuda/CarveoutGemmCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
+#endif
+
+#include "AtenOverride.h"
 
 #include <torch/library.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
-#include <vector>
 
 namespace overlap_ops {
 namespace {
 
-std::vector<int64_t> rocm_cu_mask(
-    int64_t total_cus,
-    int64_t k,
-    int64_t num_xcc,
-    bool wgp_pairs) {
-  const std::vector<uint32_t> words =
-      at::cuda::build_cu_mask(total_cus, k, num_xcc, wgp_pairs);
-  return std::vector<int64_t>(words.begin(), words.end());
+// Checks k against the policy: 0 <= k < total_sms when the device's SM count
+// is known, else only k >= 0.
+void check_sm_carveout(int64_t k, std::optional<int64_t> total_sms) {
+  if (total_sms.has_value()) {
+    (void)at::cuda::sm_count_after_carveout(*total_sms, k);
+  } else {
+    at::cuda::check_sm_carveout(k);
+  }
 }
 
-std::vector<int64_t> rocm_sm_carveout_cu_mask(
-    int64_t total_cus,
-    int64_t cus_per_sm,
-    int64_t k,
-    int64_t num_xcc,
-    bool wgp_pairs) {
-  const std::vector<uint32_t> words = at::cuda::build_sm_carveout_cu_mask(
-      total_cus, cus_per_sm, k, num_xcc, wgp_pairs);
-  return std::vector<int64_t>(words.begin(), words.end());
+// Why GEMMs on `device` cannot be confined to a green context, or "" when
+// they can.
+std::string green_context_status(int64_t device) {
+#ifdef OVERLAP_OPS_WITH_CUDA
+  const auto reason = at::cuda::green_context_unavailable_reason(
+      static_cast<c10::DeviceIndex>(device));
+  return reason.value_or("");
+#else
+  (void)device;
+  return "overlap_ops was built without CUDA";
+#endif
 }
 
-int64_t rocm_sm_count_target(
-    int64_t total_cus,
-    int64_t cus_per_sm,
-    int64_t k,
-    bool wgp_pairs) {
-  return at::cuda::sm_carveout_sm_count_target(
-      total_cus, cus_per_sm, k, wgp_pairs);
+// The aten::{mm,addmm,bmm,baddbmm} CUDA overrides. A CPU-only build keeps
+// only the on/off state, so the bookkeeping is the same everywhere.
+AtenOverride::Libraries make_carveout_gemm_overrides() {
+  AtenOverride::Libraries libs;
+#ifdef OVERLAP_OPS_WITH_CUDA
+  libs.push_back(AtenOverride::aten_impl(c10::DispatchKey::CUDA));
+  torch::Library& lib = *libs.back();
+  lib.impl("mm", TORCH_FN(at::cuda::carveout_mm));
+  lib.impl("mm.out", TORCH_FN(at::cuda::carveout_mm_out));
+  lib.impl("bmm", TORCH_FN(at::cuda::carveout_bmm));
+  lib.impl("bmm.out", TORCH_FN(at::cuda::carveout_bmm_out));
+  lib.impl("addmm", TORCH_FN(at::cuda::carveout_addmm));
+  lib.impl("addmm.out", TORCH_FN(at::cuda::carveout_addmm_out));
+  lib.impl("addmm_", TORCH_FN(at::cuda::carveout_addmm_));
+  lib.impl("baddbmm", TORCH_FN(at::cuda::carveout_baddbmm));
+  lib.impl("baddbmm.out", TORCH_FN(at::cuda::carveout_baddbmm_out));
+  lib.impl("baddbmm_", TORCH_FN(at::cuda::carveout_baddbmm_));
+#endif
+  return libs;
 }
 
-std::vector<int64_t> run_scenario(
-    int64_t num_threads,
-    int64_t calls_per_thread,
-    std::vector<int64_t> carveouts,
-    int64_t num_devices,
-    bool capturing,
-    at::cuda::CarveoutRestriction restriction) {
-  at::cuda::CarveoutScenario scenario;
-  scenario.num_threads = num_threads;
-  scenario.calls_per_thread = calls_per_thread;
-  scenario.carveouts = std::move(carveouts);
-  scenario.num_devices = num_devices;
-  scenario.capturing = capturing;
-  scenario.restriction = std::move(restriction);
-  return at::cuda::carveout_scenario_counts_as_list(
-      at::cuda::run_carveout_stream_scenario(scenario));
+AtenOverride& carveout_gemm_override() {
+  static AtenOverride route(make_carveout_gemm_overrides);
+  return route;
 }
 
-// The cache on the double, restricting streams with ROCm's CU mask.
-std::vector<int64_t> carveout_stream_scenario(
-    int64_t num_threads,
-    int64_t calls_per_thread,
-    std::vector<int64_t> carveouts,
-    int64_t num_devices,
-    bool capturing,
-    int64_t total_cus,
-    int64_t num_xcc,
-    bool wgp_pairs,
-    int64_t cus_per_sm) {
-  const at::cuda::CUTopology topo{total_cus, num_xcc, wgp_pairs, cus_per_sm};
-  return run_scenario(
-      num_threads, calls_per_thread, std::move(carveouts), num_devices,
-      capturing, [topo](int64_t k) {
-        const std::vector<uint32_t> words =
-            at::cuda::build_sm_carveout_cu_mask(topo, k);
-        return std::vector<int64_t>(words.begin(), words.end());
-      });
+// Turns the routing on or off; returns whether it was on before.
+bool route_aten_carveout_gemms(bool enabled) {
+  return carveout_gemm_override().set(enabled);
 }
 
-// The cache on the double, restricting streams with CUDA green contexts.
-std::vector<int64_t> green_carveout_stream_scenario(
-    int64_t num_threads,
-    int64_t calls_per_thread,
-    std::vector<int64_t> carveouts,
-    int64_t num_devices,
-    bool capturing,
-    int64_t total_sms,
-    int64_t min_partition,
-    int64_t alignment) {
-  return run_scenario(
-      num_threads, calls_per_thread, std::move(carveouts), num_devices,
-      capturing, [=](int64_t k) {
-        return std::vector<int64_t>{at::cuda::green_context_sm_count(
-            total_sms, k, min_partition, alignment)};
-      });
-}
-
-std::vector<std::string> carveout_stream_scenario_fields() {
-  return at::cuda::carveout_scenario_field_names();
+bool carveout_gemms_routed() {
+  return carveout_gemm_override().enabled();
 }
 
 }  // namespace
 }  // namespace overlap_ops
 
 TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
-  m.def("_rocm_cu_mask(int total_cus, int k, int num_xcc, bool wgp_pairs) "
-        "-> int[]",
-        &overlap_ops::rocm_cu_mask);
-  m.def("_rocm_sm_carveout_cu_mask(int total_cus, int cus_per_sm, int k, "
-        "int num_xcc, bool wgp_pairs) -> int[]",
-        &overlap_ops::rocm_sm_carveout_cu_mask);
-  m.def("_rocm_sm_count_target(int total_cus, int cus_per_sm, int k, "
-        "bool wgp_pairs) -> int",
-        &overlap_ops::rocm_sm_count_target);
-  m.def("_carveout_stream_scenario(int num_threads, int calls_per_thread, "
-        "int[] carveouts, int num_devices, bool capturing, int total_cus, "
-        "int num_xcc, bool wgp_pairs, int cus_per_sm=1) -> int[]",
-        &overlap_ops::carveout_stream_scenario);
-  m.def("_green_carveout_stream_scenario(int num_threads, "
-        "int calls_per_thread, int[] carveouts, int num_devices, "
-        "bool capturing, int total_sms, int min_partition, int alignment) "
-        "-> int[]",
-        &overlap_ops::green_carveout_stream_scenario);
-  m.def("_carveout_stream_scenario_fields() -> str[]",
-        &overlap_ops::carveout_stream_scenario_fields);
+  m.def("_check_sm_carveout(int k, int? total_sms=None) -> ()",
+        &overlap_ops::check_sm_carveout);
+  m.def("_green_context_status(int device) -> str",
+        &overlap_ops::green_context_status);
+  m.def("_route_aten_carveout_gemms(bool enabled) -> bool",
+        &overlap_ops::route_aten_carveout_gemms);
+  m.def("_carveout_gemms_routed() -> bool",
+        &overlap_ops::carveout_gemms_routed);
 }

@@ -9,7 +9,7 @@ bf16 ``_grouped_mm``; plain ``mm``, ``bmm`` and the other ``addmm``/
 * the context setting is ``k``, so PyTorch's own cuBLASLt paths apply it;
 * ``aten::mm``, ``addmm``, ``bmm`` and ``baddbmm`` (functional, ``out=`` and
   in-place forms, CUDA) run the carveout-aware kernels built from
-  ``aten/src/ATen/cuda/CarveoutBlasCUDA.cpp``: cuBLAS with
+  ``aten/src/ATen/cuda/CarveoutGemmCUDA.cpp``: cuBLAS with
   ``cublasSetSmCountTarget(handle, SMs - k)``, or cuBLASLt with
   ``CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`` for a bias row (``linear``);
   float32 (TF32 or not), float64 and complex GEMMs, whose cuBLAS kernels are
@@ -74,10 +74,7 @@ def check_sm_carveout(k: Optional[int],
             f"sm_carveout: k must be an int or None, got {type(k).__name__}"
         ) from None
     sms = device_sm_count() if sm_count is None else sm_count
-    if sms is None:
-        torch.ops.overlap_ops._check_sm_carveout(k)
-    else:
-        torch.ops.overlap_ops._sm_count_after_carveout(sms, k)
+    torch.ops.overlap_ops._check_sm_carveout(k, sms)
     return k
 
 

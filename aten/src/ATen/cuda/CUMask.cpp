@@ -71,7 +71,7 @@ std::vector<uint32_t> build_cu_mask(
   for (int64_t word = 0; word < full_words; ++word) {
     mask[word] = ~uint32_t{0};
   }
-  // tail_bits < 32, so the shift is defined (upstream shifted by 32 here).
+  // tail_bits < 32 keeps the shift defined: shifting a uint32_t by 32 is UB.
   if (tail_bits > 0) {
     mask[full_words] = (uint32_t{1} << tail_bits) - 1u;
   }

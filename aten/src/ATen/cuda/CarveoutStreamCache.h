@@ -2,46 +2,32 @@
 
 // Cache of restricted streams for the SM carveout.
 //
-// A GEMM whose kernels cannot size their own grid from the SM budget runs on
-// a stream whose kernels the hardware confines to SMs - k SMs:
-//   ROCm: a stream created with a CU mask (CUMask.h, ATen/hip/);
-//   CUDA: a stream of a green context of SMs - k SMs, rounded down to the
-//         driver's partition granularity (CarveoutStreamCUDA.h).
-// This cache owns those streams: one stream and its two events per
-// (device, k), created on first use, reused by every later call and thread,
-// and destroyed with the cache. Upstream (ROCm) kept a single function-level
-// static stream for all devices, recreated it whenever k changed, and
-// created (and leaked) a new event on every call.
+// A GEMM whose kernels cannot size their grid from the SM budget runs on a
+// stream that the hardware confines to SMs - k SMs: a CU-masked stream on
+// ROCm (CUMask.h, ATen/hip/), a green-context stream on CUDA
+// (GreenContextStreamCUDA.h). The cache owns one such stream and two events
+// per (device, k), created on first use, reused by every later call and
+// thread, and destroyed with the cache.
 //
 // Ordering with the caller's current stream, per GEMM:
-//   fork: record(fork_event, current);      wait(restricted, fork_event)
-//   join: record(join_event, restricted);   wait(current, join_event)
-// -> GEMM on restricted between the two. Each event is reused: a wait orders
-// against the record that precedes it at enqueue time, so re-recording the
+//   fork: record(fork_event, current);   wait(restricted, fork_event)
+//   join: record(join_event, restricted); wait(current, join_event)
+// A wait orders against the record enqueued before it, so re-recording an
 // event later is safe; each record+wait pair runs under the entry's lock so
-// two threads cannot interleave their records between each other's waits.
-// There are two events because CUDA records an event only on a stream of
-// the context that created it, and a green context's streams belong to
-// their own context (the backend creates join_event there); waiting on an
-// event of another context is allowed.
+// that two threads cannot interleave their records and waits. Two events,
+// because CUDA records an event only on a stream of the context that created
+// it, and a green context's streams belong to their own context.
 //
-// Graph capture (documented choice): while the current stream is capturing,
-// fork returns the current stream and enqueues nothing.
-//  - ROCm: the CU mask is a property of the hardware queue behind a stream,
-//    and a graph records kernel nodes, not queues: a GEMM forked onto the
-//    masked stream during capture would replay on the replay stream's queue
-//    with every CU, so the carveout would silently not apply.
-//  - CUDA: capturing across a green context's stream is not something we
-//    have verified to replay inside the partition.
-// Passing through keeps capture working and makes the behaviour explicit;
-// the library hints (hipBLASLt SM_COUNT_TARGET, cublasSetSmCountTarget,
-// cuBLASLt SM_COUNT_TARGET) still apply to captured GEMMs, and a bad k still
-// raises.
+// Under graph capture fork() returns the current stream and enqueues
+// nothing. On ROCm the CU mask belongs to the hardware queue behind a
+// stream, and a graph records kernel nodes, not queues, so a captured GEMM
+// would replay on every CU; on CUDA, replay inside a green context's
+// partition is unverified. The library SM-count hints still apply to
+// captured GEMMs, and a bad k still raises.
 //
 // The backend interface keeps this file free of HIP and CUDA, so CPU tests
-// drive the cache with a counting double (FakeCarveoutStreamBackend.h); the
-// HIP build uses CarveoutStreamHIP.cpp, the CUDA build
-// CarveoutStreamCUDA.cpp. Each backend builds its restriction from k.
+// can drive the cache with a test double. Each backend builds its
+// restriction from k.
 
 #include <c10/core/Device.h>
 

@@ -25,8 +25,8 @@ void check_sm_carveout(int64_t carveout);
 int64_t sm_count_after_carveout(int64_t total_sms, int64_t carveout);
 
 // SMs a GEMM may use on a device with `total_sms` SMs under the context's
-// carveout: `total_sms` when no carveout is set. Our own kernels size their
-// persistent grid with it.
+// carveout: `total_sms` when no carveout is set. Persistent kernels size
+// their grid with it.
 int64_t effective_sm_count(int64_t total_sms);
 
 // The value for cuBLAS's cublasSetSmCountTarget and cuBLASLt's
@@ -35,7 +35,7 @@ int64_t effective_sm_count(int64_t total_sms);
 int32_t blas_sm_count_target(int64_t total_sms);
 
 // SMs of the CUDA green-context partition that confines a GEMM whose kernels
-// are not persistent (see CarveoutStreamCUDA.h): SMs - k rounded DOWN to a
+// are not persistent (see GreenContextStreamCUDA.h): SMs - k rounded DOWN to a
 // multiple of `alignment`, so the partition never exceeds the budget.
 // `min_partition` and `alignment` are the driver's SM-partition granularity
 // (cuDevSmResourceSplitByCount; 8 and 8 on SM90). Returns `total_sms` for

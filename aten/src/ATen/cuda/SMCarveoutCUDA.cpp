@@ -1,8 +1,8 @@
 // CUDA part of the SM-carveout policy; see SMCarveoutCUDA.h. Host code only,
 // compiled by the C++ compiler, so its errors unwind through ordinary frames.
 
-// cuBLAS only. Upstream hipifies ATen/cuda/*.cpp for ROCm builds; the ROCm
-// side of the carveout lives in ATen/hip/ (CU-masked streams).
+// The ROCm build hipifies ATen/cuda/*.cpp; this file is cuBLAS-only, and the
+// ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
 #if !defined(USE_ROCM)
 
 #include <ATen/cuda/SMCarveoutCUDA.h>

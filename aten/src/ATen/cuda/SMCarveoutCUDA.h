@@ -3,15 +3,15 @@
 // How the SM carveout policy (SMCarveout.h) reaches the CUDA GEMM backends:
 //
 //   backend             mechanism
-//   our kernels         grid limit current_device_sm_limit()
+//   CUTLASS kernels     persistent grid of at most current_device_sm_limit()
 //   cuBLAS (non-Lt)     CublasSmCountTargetGuard around the call
 //   cuBLASLt            set_cublaslt_sm_count_target(desc, ...)
 //
 // cuBLAS treats the SM count target as a hint for its heuristics and for the
 // grid of its persistent kernels; a kernel that launches one CTA per output
-// tile still spreads over every SM (see test/test_sm_carveout.py). GEMMs
-// whose kernels are like that (float32, float64, complex) therefore also run
-// on a green-context stream of SMs - k SMs (CarveoutStreamCUDA.h).
+// tile still spreads over every SM. GEMMs whose kernels are like that
+// (float32, float64, complex) therefore also run on a green-context stream
+// of SMs - k SMs (GreenContextStreamCUDA.h).
 
 #include <ATen/cuda/SMCarveout.h>
 
@@ -22,8 +22,8 @@
 
 namespace at::cuda {
 
-// SMs our own kernels may use on the current device (its SM count minus the
-// context's carveout). Raises when the carveout is out of range.
+// SMs a persistent kernel may use on the current device (its SM count minus
+// the context's carveout). Raises when the carveout is out of range.
 int64_t current_device_sm_limit();
 
 // blas_sm_count_target() for the current device: 0 when no carveout is set.

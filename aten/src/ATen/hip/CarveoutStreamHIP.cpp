@@ -23,7 +23,7 @@ constexpr int kMaxDevices = 64;
 constexpr size_t kGfx10ArchDigits = 4;
 
 // A local check instead of C10_HIP_CHECK keeps this file free of ATen's HIP
-// context headers, so Debian's hipcc can compile-check it standalone.
+// context headers, so it compiles against the HIP runtime headers alone.
 void check_hip(hipError_t status, const char* what) {
   TORCH_CHECK(
       status == hipSuccess, what, " failed: ", hipGetErrorString(status));

@@ -1,8 +1,8 @@
 #pragma once
 
 // HIP implementation of CarveoutStreamBackend and the process-wide cache of
-// CU-masked streams that ROCm GEMMs use for the SM carveout.
-// Compiled only in ROCm builds (and by tools/check_hip_compile.sh).
+// CU-masked streams that ROCm GEMMs use for the SM carveout. ROCm builds
+// only.
 
 #include <ATen/cuda/CUMask.h>
 #include <ATen/cuda/CarveoutStreamCache.h>

@@ -1,6 +1,6 @@
 // Counting test double for CarveoutStreamBackend and the scenario runner.
 
-#include <ATen/cuda/FakeCarveoutStreamBackend.h>
+#include "FakeCarveoutStreamBackend.h"
 
 #include <c10/util/Exception.h>
 
@@ -12,7 +12,13 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace at::cuda {
+namespace overlap_ops::testing {
+
+using at::cuda::CarveoutEvent;
+using at::cuda::CarveoutStream;
+using at::cuda::CarveoutStreamBackend;
+using at::cuda::CarveoutStreamCache;
+using at::cuda::CarveoutStreamScope;
 
 namespace {
 
@@ -262,4 +268,4 @@ std::vector<int64_t> carveout_scenario_counts_as_list(
           counts.wrong_stream, counts.ordering_violations};
 }
 
-}  // namespace at::cuda
+}  // namespace overlap_ops::testing

@@ -1,11 +1,11 @@
 #pragma once
 
-// A CPU test double for CarveoutStreamBackend and a scripted multi-threaded
-// scenario that drives a CarveoutStreamCache with it. Lets the CPU tests
-// check what only a GPU could show otherwise: streams created once per
-// (device, k), two reused events per entry, fork/join ordering under
-// contention, events recorded only on streams of their own context, the
-// graph-capture pass-through, and no leaks on destruction.
+// A CPU test double for at::cuda::CarveoutStreamBackend and a scripted
+// multi-threaded scenario that drives an at::cuda::CarveoutStreamCache with
+// it. Lets the CPU tests check what only a GPU could show otherwise: streams
+// created once per (device, k), two reused events per entry, fork/join
+// ordering under contention, events recorded only on streams of their own
+// context, the graph-capture pass-through, and no leaks on destruction.
 //
 // The double does not know how a runtime restricts a stream: the scenario
 // gives it a function from k to a description of the restriction (a CU mask
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace at::cuda {
+namespace overlap_ops::testing {
 
 // What a scenario observed. Field order matches
 // carveout_scenario_field_names().
@@ -62,4 +62,4 @@ std::vector<std::string> carveout_scenario_field_names();
 std::vector<int64_t> carveout_scenario_counts_as_list(
     const CarveoutScenarioCounts& counts);
 
-}  // namespace at::cuda
+}  // namespace overlap_ops::testing

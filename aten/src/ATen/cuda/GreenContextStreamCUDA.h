@@ -3,25 +3,22 @@
 // CUDA backend of the restricted-stream cache (CarveoutStreamCache.h): a
 // stream of a CUDA green context that owns SMs - k SMs.
 //
-// Why: for float32 (TF32 or not), float64 and complex GEMMs cuBLAS picks
-// kernels that launch one CTA per output tile (measured on an H200:
-// sm80_xmma ffma kernels with 2048 CTAs). cublasSetSmCountTarget changes
-// which kernel runs, but the hardware scheduler still spreads its CTAs over
-// every SM. A green context is the CUDA analogue of ROCm's CU-masked stream:
-// every kernel launched on one of its streams runs on its SM partition only.
+// cuBLAS's float32 (TF32 or not), float64 and complex kernels launch one CTA
+// per output tile: cublasSetSmCountTarget changes which kernel runs, but the
+// scheduler still spreads its CTAs over every SM. A kernel launched on a
+// green context's stream runs on that context's SMs only, as one launched
+// on a CU-masked stream does on ROCm.
 //
-// The partition has SMs - k SMs rounded DOWN to the driver's partition
-// granularity (green_context_sm_count in SMCarveout.h; 8 SMs on SM90), so it
-// never exceeds the budget; the driver's answer is checked against the
-// budget before the context is created. A k that leaves fewer SMs than the
+// The partition is SMs - k rounded down to the driver's granularity
+// (green_context_sm_count in SMCarveout.h; 8 SMs on SM90), so it never
+// exceeds the budget; the driver's partition is checked against the budget
+// before the context is created. A k that leaves fewer SMs than the
 // smallest partition raises an error naming k.
 //
-// Ordering, caching and graph capture are the cache's (fork/join events;
-// under capture the GEMM stays on the capturing stream with only the SM
-// count target). GreenContextGemmScope also makes the green stream current
-// for the scope, so getCurrentCUDABlasHandle() binds PyTorch's cuBLAS handle
-// to it, with the per-(handle, stream) workspace PyTorch keeps, and
-// allocations inside the scope belong to the green stream.
+// GreenContextGemmScope makes the green stream current for the scope, so
+// getCurrentCUDABlasHandle() binds PyTorch's cuBLAS handle, and its
+// per-(handle, stream) workspace, to it, and allocations inside the scope
+// belong to that stream.
 //
 // Needs a CUDA 12.8+ toolkit at build time and a driver with the
 // green-context entry points (resolved at run time through

@@ -14,10 +14,10 @@
 // too large for 32-bit cuBLAS arguments run PyTorch's own CUDA kernel under
 // the same guard. Every dtype but bf16/fp16 (whose cuBLAS kernels are
 // persistent and size their grid from the target) also runs on the
-// green-context stream of CarveoutStreamCUDA.h, the only bound for cuBLAS's
-// one-CTA-per-tile kernels. Semantics, including broadcasting of `self`, beta == 0
-// ignoring `self`, and the error messages for bad shapes, follow the ATen
-// operators they replace.
+// green-context stream of GreenContextStreamCUDA.h, the only bound for
+// cuBLAS's one-CTA-per-tile kernels. Semantics (broadcasting of `self`,
+// beta == 0 ignoring `self`, the error messages for bad shapes) follow the
+// ATen operators they replace.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>

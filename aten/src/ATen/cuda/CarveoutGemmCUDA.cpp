@@ -1,22 +1,22 @@
 // Host code only (compiled by the C++ compiler, not nvcc): every error this
 // file raises is thrown and unwound in ordinary C++ frames.
 //
-// Carveout-aware mm / addmm / bmm / baddbmm; see CarveoutBlasCUDA.h.
+// Carveout-aware mm / addmm / bmm / baddbmm; see CarveoutGemmCUDA.h.
 //
 // Every problem is row-major C (B, M, N) = A (B, M, K) @ B (B, K, N). cuBLAS
 // is column-major, so it computes C^T = B^T A^T: a row-major matrix is its
 // own transpose in column-major order, so row-major operands go in with
 // CUBLAS_OP_N and column-major ones (transposed views) with CUBLAS_OP_T.
 
-// cuBLAS only. Upstream hipifies ATen/cuda/*.cpp for ROCm builds; the ROCm
-// side of the carveout lives in ATen/hip/ (CU-masked streams).
+// The ROCm build hipifies ATen/cuda/*.cpp; this file is cuBLAS-only, and the
+// ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
 #if !defined(USE_ROCM)
 
-#include <ATen/cuda/CarveoutBlasCUDA.h>
+#include <ATen/cuda/CarveoutGemmCUDA.h>
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CarveoutStreamCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_native.h>
@@ -460,8 +460,8 @@ void carveout_gemm(const Tensor& a, const Tensor& b,
 // carveout. cuBLAS's bf16/fp16 kernels on Hopper are persistent: they size
 // their grid from the SM count target, so they stay on the caller's stream.
 // Its float32 (TF32 or not), float64 and complex kernels launch one CTA per
-// tile and spread over every SM whatever the target says (measured on an
-// H200, test/test_sm_carveout.py), so only a green context bounds them.
+// tile and spread over every SM whatever the target says, so only a green
+// context bounds them.
 bool needs_green_context(ScalarType dtype) {
   return dtype != kBFloat16 && dtype != kHalf;
 }

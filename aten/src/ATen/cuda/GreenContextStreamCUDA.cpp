@@ -1,11 +1,11 @@
-// Green-context streams for the CUDA SM carveout; see CarveoutStreamCUDA.h.
-// Host code only, compiled by the C++ compiler.
+// Green-context streams for the CUDA SM carveout; see
+// GreenContextStreamCUDA.h. Host code only, compiled by the C++ compiler.
 
-// CUDA only. Upstream hipifies ATen/cuda/*.cpp for ROCm builds; the ROCm
-// side of the carveout lives in ATen/hip/ (CU-masked streams).
+// The ROCm build hipifies ATen/cuda/*.cpp; this file is CUDA-only, and the
+// ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
 #if !defined(USE_ROCM)
 
-#include <ATen/cuda/CarveoutStreamCUDA.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
@@ -90,11 +90,9 @@ std::unordered_map<CarveoutStream, GreenStream>& green_streams() {
 #if AT_CUDA_HAS_GREEN_CONTEXTS
 
 // The driver entry points we call, resolved through the runtime at the
-// 12.8 ABI, so nothing links libcuda. c10::cuda::DriverAPI has the same
-// members from torch 2.9 on, but its header includes <nvml.h>, which CUDA
-// toolkits without the NVML development files lack (the extension's build
-// machine has none), so this file resolves the few it needs itself, the way
-// c10's driver_api.cpp does.
+// 12.8 ABI, so nothing links libcuda. c10::cuda::DriverAPI has them too, but
+// its header includes <nvml.h>, which toolkits without the NVML development
+// files lack, so this file resolves the few it needs as driver_api.cpp does.
 constexpr unsigned int kGreenContextDriverVersion = 12080;
 
 template <typename Fn>
