@@ -20,11 +20,14 @@ from torch.testing._internal.common_utils import parametrize, run_tests, TestCas
 
 try:
     import overlap_ops
-    _OP = torch.ops.overlap_ops.grouped_mm
     HAS_EXTENSION = True
 except ImportError:  # a patched PyTorch wheel
-    _OP = torch.ops.aten._grouped_mm
     HAS_EXTENSION = False
+if HAS_EXTENSION:
+    from overlap_ops import _testing
+    _OP = torch.ops.overlap_ops.grouped_mm
+else:
+    _OP = torch.ops.aten._grouped_mm
 
 _GROUPS = 3
 # Per layout: (self shape, mat2 shape, whether offs is taken, the grouped
@@ -216,7 +219,7 @@ class TestGroupedMMValidation(TestCase):
         with unittest.mock.patch.dict(os.environ,
                                       {"OVERLAP_OPS_CHECK_OFFSETS": "maybe"}):
             with self.assertRaises(RuntimeError) as ctx:
-                torch.ops.overlap_ops._checked_offsets()
+                _testing.checked_offsets()
         self.assertEqual(
             str(ctx.exception).split("\n")[0],
             "grouped_mm: OVERLAP_OPS_CHECK_OFFSETS must be 1, on, true or "
