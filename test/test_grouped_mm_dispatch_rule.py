@@ -17,10 +17,14 @@ from torch.testing._internal.common_utils import (
 )
 
 try:
+    import overlap_ops  # noqa: F401
+    HAS_EXTENSION = True
+except ImportError:  # a patched PyTorch wheel
+    HAS_EXTENSION = False
+if HAS_EXTENSION:
+    # Outside the try: with the extension installed, a missing test module
+    # is an error, not a skip.
     import overlap_ops._testing  # noqa: F401  (registers overlap_ops_testing)
-    HAS_TESTING = True
-except ImportError:
-    HAS_TESTING = False
 
 # (major, minor) -> whether upstream takes a plain aligned bf16 call.
 _FAMILIES = {
@@ -42,7 +46,8 @@ def _takes(major, minor, dtype=torch.bfloat16, out_dtype=None, bias=False,
         aligned)
 
 
-@unittest.skipIf(not HAS_TESTING, "needs the extension's test module")
+@unittest.skipIf(not HAS_EXTENSION, "the rule is tested through the "
+                 "extension's test module")
 class TestGroupedMMDispatchRule(TestCase):
     @parametrize("family", list(_FAMILIES))
     def test_plain_bf16_call(self, family):

@@ -120,10 +120,11 @@ class TestGroupedMMValidation(TestCase):
             self._message(a, b, offs.float()),
             "grouped_mm: offs must be int32 (or int64), got Float")
         if layout != "2d_2d":  # 2d x 2d takes its group count from offs
-            self.assertEqual(
-                self._message(a, b, offs[:2]),
-                f"grouped_mm: offs must have one entry per group (3 for the "
-                f"{name} layout), got 2")
+            for wrong in (offs[:2], torch.cat([offs, offs[-1:]])):
+                self.assertEqual(
+                    self._message(a, b, wrong),
+                    f"grouped_mm: offs must have one entry per group (3 for "
+                    f"the {name} layout), got {wrong.numel()}")
 
     def test_offs_with_3d_3d(self, device):
         a, b, _ = self._operands("3d_3d", device)
@@ -159,6 +160,12 @@ class TestGroupedMMValidation(TestCase):
                           torch.float16),
             "grouped_mm: out_dtype must be None, BFloat16 (the inputs' "
             "dtype) or Float, got Half")
+        if device == "cpu":  # float64 is the CPU reference's only
+            self.assertEqual(
+                self._message(a.double(), b.double(), offs, None,
+                              torch.float32),
+                "grouped_mm: out_dtype must be None or Double (the inputs' "
+                "dtype), got Float")
 
     @parametrize("layout", ["2d_3d", "2d_2d", "3d_3d"])
     def test_bias(self, device, layout):

@@ -78,9 +78,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "        o.size(0) == expected_groups,",
            "        o.size(0) >= expected_groups,",
            (_T_VALIDATION,)),
-    Mutant("validation-offs-device", _VALIDATION,
-           "      o.device() == self.device(),",
-           "      true,",
+    Mutant("validation-offs-rank", _VALIDATION,
+           "      o.dim() == 1,",
+           "      o.dim() >= 1,",
            (_T_VALIDATION,)),
     Mutant("validation-bias-shape", _VALIDATION,
            "      b.dim() == 2 && b.size(0) == p.num_groups && "
