@@ -90,7 +90,7 @@ def _needs_toolkit(path: str) -> bool:
 
 def _cpu_sources() -> list[str]:
     found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
-    shim = glob.glob(str(ROOT / "csrc" / "*.cpp"))
+    shim = glob.glob(str(ROOT / "csrc" / "**" / "*.cpp"), recursive=True)
     return _rel([p for p in found if not _needs_toolkit(p)] + shim)
 
 
