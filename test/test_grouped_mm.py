@@ -60,6 +60,16 @@ needs_extension = unittest.skipIf(
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
+def testing_ops():
+    """The test-only ops of the extension (torch_ext/csrc/testing/),
+    registered under torch.ops.overlap_ops_testing by its test module."""
+    try:
+        import overlap_ops._testing  # noqa: F401
+    except ImportError:
+        pass  # a build whose overlap_ops._C registers them itself
+    return torch.ops.overlap_ops_testing
+
+
 def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     return _OP(a, b, offs, bias, out_dtype)
 

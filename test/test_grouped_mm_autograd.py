@@ -41,6 +41,7 @@ from test_grouped_mm import (  # noqa: E402
     HAS_EXTENSION,
     needs_extension,
     overlap_ops,
+    testing_ops,
 )
 
 # The bias gradient's column sums: the extension's private op, or the
@@ -821,7 +822,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
         # GroupColumnSumsLoads.h: 16-byte loads per lane only where every
         # vector is aligned and inside a row; the kernel falls back to
         # single-element loads otherwise.
-        rule = torch.ops.overlap_ops_testing.column_sums_vector_loads
+        rule = testing_ops().column_sums_vector_loads
 
         def vector(element_size=2, address=4096, n=14336, row_stride=14336,
                    col_stride=1, group_stride=0):

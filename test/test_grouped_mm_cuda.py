@@ -64,6 +64,7 @@ from test_grouped_mm import (  # noqa: E402
     make_contract_tests,
     needs_extension,
     overlap_ops,
+    testing_ops,
 )
 
 # Name fragments of each family's GEMM kernel. The profiler reports CUTLASS
@@ -121,12 +122,6 @@ def _check_wgrad_cases(test, device, dtype, cases, op):
                                 op=op)
 
 
-def _testing_ops():
-    """The test-only ops (torch_ext/csrc/testing/), registered by the
-    extension under overlap_ops_testing."""
-    return torch.ops.overlap_ops_testing
-
-
 def _sm90(a, b, offs=None, bias=None, out_dtype=None):
     """The default dispatch with the Hopper backend pinned, so a suite run
     with another backend forced still reaches the Hopper kernels."""
@@ -139,11 +134,11 @@ def _sm90_plan(**plan):
     Hopper kernels with parts of the dispatch rule's plan replaced by
     `plan` (config, token_tile, raster, store_tile_cols, tile_chunk,
     launch_waves, k_group_pad: the test-only op grouped_mm_sm90 of
-    torch_ext/csrc/testing/RegisterGroupedMMSm90.cpp). The backend is
+    torch_ext/csrc/testing/RegisterGroupedMMSm90CUDA.cpp). The backend is
     pinned to sm90 around each call, as in _sm90."""
     def run(a, b, offs=None, bias=None, out_dtype=None):
         with _backend("sm90"):
-            return _testing_ops().grouped_mm_sm90(a, b, offs, bias,
+            return testing_ops().grouped_mm_sm90(a, b, offs, bias,
                                                   out_dtype, **plan)
     return run
 
@@ -229,9 +224,9 @@ def _windowed_fwd_case(device, dtype, sizes, n, tile_rows, tile_cols,
     launches make of it on `ctas` CTAs of tile_rows x tile_cols tiles
     (tile_count_bound and launch_windows of GroupedMMTileOrder.h)."""
     a, b = _fwd_operands(device, dtype, sizes, 64, n, False)
-    bound = _testing_ops().sm90_tile_count_bound(
+    bound = testing_ops().sm90_tile_count_bound(
         len(sizes), True, sum(sizes), 0, n, tile_rows, tile_cols, 1, 1)
-    _, launches = _testing_ops().sm90_launch_windows(
+    _, launches = testing_ops().sm90_launch_windows(
         bound, ctas, 1, waves, 32)
     return a, b, make_offsets(sizes, device), launches
 
@@ -244,7 +239,7 @@ def _tf32_mn_b_direct(rows: int, groups: int, a_row_major: bool) -> bool:
     """Whether a TF32 call grouped along rows with row-major weights (rows
     of a in groups groups) runs the Hopper kernel that reads them directly
     (for a row-major a, where GroupedMMTf32Route.h says it wins)."""
-    return _testing_ops().tf32_mn_b_direct_wins(rows, groups, a_row_major)
+    return testing_ops().tf32_mn_b_direct_wins(rows, groups, a_row_major)
 
 
 def _expected_family(device, dtype, hopper_tf32="sm80",
@@ -650,7 +645,7 @@ class TestSm90TileConfig(TestCase):
 
     @staticmethod
     def config(row_grouped, rows_per_group, tf32=False):
-        return _testing_ops().sm90_tile_config(row_grouped, rows_per_group,
+        return testing_ops().sm90_tile_config(row_grouped, rows_per_group,
                                                tf32)
 
     @needs_extension
@@ -674,7 +669,7 @@ class TestSm90TileConfig(TestCase):
         # One wave of CTAs shares the tiles of the extent it walks first,
         # so the smaller operand is the one read again (GroupedMMTileChoice.h).
         def raster(mean_m, mean_n):
-            return _testing_ops().sm90_raster_order(mean_m, mean_n)
+            return testing_ops().sm90_raster_order(mean_m, mean_n)
         # wgrad of mixtral_8x7b_w2 (m 14336, n 4096): N first, which won
         # there.
         self.assertEqual(raster(14336, 4096), "n")
@@ -689,7 +684,7 @@ class TestSm90TileConfig(TestCase):
         # The swapped TF32 kernel: tokens (its N) first on 128-token tiles,
         # so a group's token tiles share each weight tile in L2; weights
         # first on 256-token tiles, where N first lost on the large rows.
-        swapped = _testing_ops().sm90_swapped_raster_order
+        swapped = testing_ops().sm90_swapped_raster_order
         self.assertEqual(swapped(True), "n")
         self.assertEqual(swapped(False), "m")
 
@@ -698,7 +693,7 @@ class TestSm90TileConfig(TestCase):
         # GroupedMMTileOrder.h: each CTA takes `chunk` consecutive tiles of
         # every super-block of grid * chunk; chunk 1 is CUTLASS's order.
         def index(first, grid, cluster, chunk, step):
-            return _testing_ops().sm90_chunked_tile_index(
+            return testing_ops().sm90_chunked_tile_index(
                 first, grid, cluster, chunk, step)
         for grid, cluster in ((132, 2), (124, 2), (132, 1), (7, 1)):
             for first in range(grid):
@@ -743,8 +738,8 @@ class TestSm90TileConfig(TestCase):
         # GroupedMMTileOrder.h: windowed launches split a call's linear
         # tile index into windows of whole waves, at most max_launches of
         # them.
-        bound = _testing_ops().sm90_tile_count_bound
-        windows = _testing_ops().sm90_launch_windows
+        bound = testing_ops().sm90_tile_count_bound
+        windows = testing_ops().sm90_launch_windows
 
         def round_up(x, unit):  # ceil(x / unit) * unit
             return -(-x // unit) * unit
@@ -795,7 +790,7 @@ class TestSm90TileConfig(TestCase):
         # tiles, K-major large_solo) and groups hold at least 2048 rows on
         # average (smaller groups lost or tied), else one launch.
         def waves(direct, narrow, cluster, config, rows=4096):
-            return _testing_ops().sm90_tf32_launch_waves(
+            return testing_ops().sm90_tf32_launch_waves(
                 direct, narrow, cluster, config, rows)
         self.assertEqual(waves(True, False, False, "large_solo"), 8)
         self.assertEqual(waves(True, True, False, "large_solo"), 0)
@@ -823,7 +818,7 @@ class TestSm90TileConfig(TestCase):
         h200, h100 = 2 * 3.201e9 * 768, 2 * 2.619e9 * 640
 
         def cluster(rows, groups, dram=h200):
-            return _testing_ops().sm90_tf32_mn_b_cluster(rows, groups, dram)
+            return testing_ops().sm90_tf32_mn_b_cluster(rows, groups, dram)
         rows = {
             ("deepseek_v3_ep8_w13", 32768, 32): True,
             ("qwen3_30b_a3b_w13", 65536, 128): False,
@@ -853,7 +848,7 @@ class TestSm90TileConfig(TestCase):
         # (128x256) per group, where group switches dominate; CUTLASS's
         # order (1) elsewhere.
         def chunk(config, same_16bit_out, grouped, extent, m=2048, n=1536):
-            return _testing_ops().sm90_tile_chunk(
+            return testing_ops().sm90_tile_chunk(
                 config, same_16bit_out, grouped, extent, m, n)
         # The suite's wgrad rows (tokens per group, each group's output)
         # and what won there.
@@ -906,7 +901,7 @@ class TestSm90TileConfig(TestCase):
         # for 16-bit row-grouped calls (fwd, dgrad) with output in the input
         # dtype, 64; CUTLASS's (0) otherwise.
         def cols(config, same_16bit_out, grouped, extent):
-            return _testing_ops().sm90_store_tile_cols(
+            return testing_ops().sm90_store_tile_cols(
                 config, same_16bit_out, grouped, extent)
         # The suite's wgrad rows (total tokens / experts) and the width
         # that won there.
@@ -986,7 +981,7 @@ class TestHopperTf32Route(TestCase):
 
     def family(self, m, k, n, groups, transpose_a=False, transpose_b=False,
                grouped_along_k=False):
-        return _testing_ops().hopper_tf32_family(
+        return testing_ops().hopper_tf32_family(
             grouped_along_k, m, k, n, groups, transpose_a, transpose_b)
 
     @needs_extension
@@ -1050,7 +1045,7 @@ class TestHopperTf32Route(TestCase):
         # per group on, with 128-token tiles every row up to 128. A
         # column-major a keeps the route above.
         def direct(rows, groups, a_row_major=True):
-            return _testing_ops().tf32_mn_b_direct_wins(
+            return testing_ops().tf32_mn_b_direct_wins(
                 rows, groups, a_row_major)
         for rows, groups in ((1024, 128), (2048, 32), (1024, 8),
                              (32768, 8), (0, 3)):
@@ -1067,7 +1062,7 @@ class TestHopperTf32Route(TestCase):
         # the previous default's time up to 128 rows per group, 1.35x at
         # 171 (grin_moe sparse) and 1.37-1.74x from 256 on.
         def narrow(rows, groups):
-            return _testing_ops().tf32_mn_b_narrow_wins(rows, groups)
+            return testing_ops().tf32_mn_b_narrow_wins(rows, groups)
         rows = {
             ("qwen3_decode", 1024, 128): True,         # 0.83-0.93x
             ("deepseek_v3_decode", 2048, 32): True,    # 0.81-0.83x
@@ -1091,7 +1086,7 @@ class TestHopperTf32Route(TestCase):
         # balanced and sparse rows up to 1.04x), nor at 64
         # (deepseek_v3_decode: 1.00-1.03x, no gain in any dist).
         def split(rows, groups):
-            return _testing_ops().tf32_mn_b_token_split_wins(
+            return testing_ops().tf32_mn_b_token_split_wins(
                 rows, groups)
         rows = {
             ("qwen3_decode", 1024, 128): False,
@@ -1126,7 +1121,7 @@ class TestHopperTf32Route(TestCase):
         # bytes (4 floats; at 8 tokens per group the wider copies cost
         # more than the lines save, at 64 and 128 neither clearly won).
         def line_aligned(tokens, groups):
-            pad = _testing_ops().tf32_k_group_pad(tokens, groups)
+            pad = testing_ops().tf32_k_group_pad(tokens, groups)
             self.assertIn(pad, (4, 32))
             return pad == 32
         rows = {
@@ -1154,7 +1149,7 @@ class TestHopperTf32Route(TestCase):
                     torch.randint(0, 40, (300,), generator=gen).tolist()]
         for sizes in patterns:
             for pad in (1, 4, 8, 32):
-                layout = _testing_ops().tf32_padded_k_layout(sizes, pad)
+                layout = testing_ops().tf32_padded_k_layout(sizes, pad)
                 starts, width = layout[:-1], layout[-1]
                 self.assertEqual(len(starts), len(sizes))
                 self.assertEqual(width % pad, 0)
@@ -1168,7 +1163,7 @@ class TestHopperTf32Route(TestCase):
                     previous_end = start + size
                 self.assertLessEqual(previous_end, width, (sizes, pad))
         with self.assertRaisesRegex(RuntimeError, r"sizes\[1\] must be >= 0"):
-            _testing_ops().tf32_padded_k_layout([3, -1], 4)
+            testing_ops().tf32_padded_k_layout([3, -1], 4)
 
     @needs_extension
     def test_bad_arguments_name_themselves(self):
@@ -1224,7 +1219,7 @@ class TestTf32PaddedK(HopperTestCase):
         groups = len(sizes)
         op = _sm90 if pad is None else _sm90_plan(k_group_pad=pad)
         if pad is None:
-            pad = _testing_ops().tf32_k_group_pad(total, groups)
+            pad = testing_ops().tf32_k_group_pad(total, groups)
         width = (total + pad - 1) // pad * pad + pad * groups
         with _allow_tf32(True):
             # NaN blocks where the padded copies and the output will be
@@ -1661,7 +1656,7 @@ class TestTf32MnBDirect(HopperTestCase):
         clustered = [1500, 0, 1700]
         props = torch.cuda.get_device_properties(device)
         dram = 2 * props.memory_clock_rate * 1e3 * props.memory_bus_width / 8
-        expected = ("cluster" if _testing_ops().sm90_tf32_mn_b_cluster(
+        expected = ("cluster" if testing_ops().sm90_tf32_mn_b_cluster(
             sum(clustered), len(clustered), dram) else "wide")
         self.assertEqual(gemm(clustered, _sm90),
                          gemm(clustered, _sm90_plan(token_tile=expected)))
@@ -1709,7 +1704,7 @@ class TestTf32MnBDirect(HopperTestCase):
         sizes = [0, 1, 127, 128, 129, 255, 256, 257, 7, 0, 3, 0, 150, 99]
         offs = make_offsets(sizes, device)
         a = _randn(sum(sizes) + 11, 72, device=device, dtype=torch.float32)
-        self.assertTrue(_testing_ops().tf32_mn_b_token_split_wins(
+        self.assertTrue(testing_ops().tf32_mn_b_token_split_wins(
             a.shape[0], len(sizes)))
         b = _randn(len(sizes), 72, 200, device=device, dtype=torch.float32)
         bias = _randn(len(sizes), 200, device=device, dtype=torch.float32)

@@ -139,10 +139,10 @@ inline RasterOrder swapped_raster_order_for(bool narrow_token_tile) {
 // Windowed launches (TileChoice::launch_waves) for TF32, where their kernels
 // are built (the direct read's 256-token tiles, K-major large_solo) and
 // groups hold at least kTf32WindowMinRowsPerGroup rows on average. TF32
-// moves 2-3x cuBLAS's DRAM bytes; restarting the CTAs in step at each
-// launch keeps tiles that share an operand close enough in time to read it
-// from L2, which pays on long calls only: each launch boundary costs tens
-// of microseconds.
+// calls move more DRAM bytes than cuBLAS's; restarting the CTAs in step at
+// each launch keeps tiles that share an operand close enough in time to
+// read it from L2, which pays on long calls only, since each launch
+// boundary costs the last wave's spread.
 constexpr int kTf32LaunchWaves = 8;
 constexpr int64_t kTf32WindowMinRowsPerGroup = 2048;
 
