@@ -101,15 +101,15 @@ class TestBenchArgs(TestCase):
 
     def test_variants(self) -> None:
         args = bench._parse_args([
-            "--variant", "medium:OVERLAP_OPS_SM90_TILE=medium",
-            "--variant", "solo:OVERLAP_OPS_SM90_TILE=large_solo,"
-            "OVERLAP_OPS_SM90_TF32_K_TILE=long"])
+            "--variant", "sm80:OVERLAP_OPS_GROUPED_MM_BACKEND=sm80",
+            "--variant", "checked:OVERLAP_OPS_GROUPED_MM_BACKEND=generic,"
+            "OVERLAP_OPS_CHECK_OFFSETS=1"])
         self.assertEqual(args.variant, [
-            ("medium", {"OVERLAP_OPS_SM90_TILE": "medium"}),
-            ("solo", {"OVERLAP_OPS_SM90_TILE": "large_solo",
-                      "OVERLAP_OPS_SM90_TF32_K_TILE": "long"})])
+            ("sm80", {"OVERLAP_OPS_GROUPED_MM_BACKEND": "sm80"}),
+            ("checked", {"OVERLAP_OPS_GROUPED_MM_BACKEND": "generic",
+                         "OVERLAP_OPS_CHECK_OFFSETS": "1"})])
         self.assertEqual(list(bench._callables(False, args.variant)),
-                         ["ours", "stock", "ours@medium", "ours@solo"])
+                         ["ours", "stock", "ours@sm80", "ours@checked"])
         for bad in ("nolabel", "x:", "x:NOVALUE", "a b:X=1"):
             self.assertTrue(_parse_fails(["--variant", bad]), bad)
         self.assertTrue(_parse_fails(["--variant", "v:A=1",
@@ -747,17 +747,19 @@ class TestBenchLoop(TestCase):
             status = self._main_faked(
                 ["--shapes", str(suite), "--out", str(out), "--dtypes",
                  "bf16", "--rounds", "1", "--column-order", "fixed",
-                 "--variant", "half:OVERLAP_OPS_SM90_TILE=medium"],
+                 "--variant", "half:OVERLAP_OPS_GROUPED_MM_BACKEND=generic"],
                 lambda fns, timer: us[next(column)])
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
             self.assertEqual(results["variants"],
-                             {"ours@half": {"OVERLAP_OPS_SM90_TILE": "medium"}})
+                             {"ours@half": {
+                                 "OVERLAP_OPS_GROUPED_MM_BACKEND": "generic"}})
             row = results["rows"][0]
             self.assertEqual(row["ours@half_check"], "pass")
             self.assertEqual(row["ours@half_us"], 10.0)
             md = (out / report.MD_NAME).read_text()
-            self.assertIn("- ours@half: `OVERLAP_OPS_SM90_TILE=medium`", md)
+            self.assertIn(
+                "- ours@half: `OVERLAP_OPS_GROUPED_MM_BACKEND=generic`", md)
             self.assertIn("| tiny | balanced | 16.0 | 20.0 | 10.0 | 1.25 | "
                           "0.62 | ours@half |", md)
             self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)

@@ -63,6 +63,14 @@ needs_extension = unittest.skipIf(
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
+def testing_ops():
+    """The test-only ops of the extension (torch_ext/csrc/testing/),
+    registered under torch.ops.overlap_ops_testing by its test module."""
+    import overlap_ops._testing  # noqa: F401  (a missing module must fail)
+
+    return torch.ops.overlap_ops_testing
+
+
 def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     return _OP(a, b, offs, bias, out_dtype)
 
@@ -78,8 +86,8 @@ def _randn(*shape, device, dtype, transposed=False):
 _BACKEND_ENV = "OVERLAP_OPS_GROUPED_MM_BACKEND"
 
 if os.environ.get("OVERLAP_OPS_TEST_TF32") == "1":
-    # For a whole run (tools/gpu_session.sh testsm80): float32 then takes
-    # the TF32 tensor-core kernels. Tests that need it off still say so.
+    # For a whole run (the forced SM80 run): float32 then takes the TF32
+    # tensor-core kernels. Tests that need it off still say so.
     torch.backends.cuda.matmul.allow_tf32 = True
 
 
@@ -114,10 +122,13 @@ class GroupedMMTestCase(TestCase):
         if self.device_type == "cuda" and not HAS_CUDA_KERNELS:
             self.skipTest("overlap_ops was built without its CUDA kernels")
 
-    def _run_and_check(self, a, b, offs=None, bias=None, out_dtype=None):
+    def _run_and_check(self, a, b, offs=None, bias=None, out_dtype=None,
+                       op=None):
+        """op: the grouped mm to check (a, b, offs, bias, out_dtype) ->
+        out; _grouped_mm unless given."""
         out_shape = reference_grouped_mm(a, b, offs, bias).shape
         _poison_allocator(out_shape, a.device, out_dtype or a.dtype)
-        out = _grouped_mm(a, b, offs, bias, out_dtype)
+        out = (op or _grouped_mm)(a, b, offs, bias, out_dtype)
         self.assertEqual(out.dtype, out_dtype or a.dtype)
         self.assertEqual(out.device, a.device)
         ref = reference_grouped_mm(a, b, offs, bias)

@@ -42,6 +42,7 @@ from test_grouped_mm import (  # noqa: E402
     HAS_EXTENSION,
     needs_extension,
     overlap_ops,
+    testing_ops,
 )
 
 # The bias gradient's column sums: the extension's private op, or the
@@ -847,7 +848,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
         # GroupColumnSumsLoads.h: 16-byte loads per lane only where every
         # vector is aligned and inside a row; the kernel falls back to
         # single-element loads otherwise.
-        rule = torch.ops.overlap_ops._column_sums_vector_loads
+        rule = testing_ops().column_sums_vector_loads
 
         def vector(element_size=2, address=4096, n=14336, row_stride=14336,
                    col_stride=1, group_stride=0):
@@ -879,15 +880,25 @@ class TestGroupColumnSums(GroupedMMTestCase):
         self.assertIsNotNone(found, names[0])
         return int(found.group(1))
 
+    @staticmethod
+    def _unaligned_copy(grad):
+        """grad's values in a view whose data starts one element past a
+        16-byte boundary, with an odd row stride: the kernel reads it with
+        single-element loads."""
+        base = torch.empty(grad.shape[0], grad.shape[1] + 1,
+                           device=grad.device, dtype=grad.dtype)
+        view = base[:, 1:]
+        view.copy_(grad)
+        return view
+
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float16, torch.float32, torch.float64)
     def test_vector_loads_match_scalar_loads(self, device, dtype):
-        # Aligned rows take 16-byte loads; the same columns summed with
-        # single-element loads (OVERLAP_OPS_COLUMN_SUMS_LOADS=scalar) add
-        # the same values in the same order: bit-identical. N = 264 leaves a
-        # partly filled last slab; a view with padded rows (row stride 272)
-        # keeps the vector path, one starting 1 element in does not.
-        from unittest import mock
+        # Aligned rows take 16-byte loads; the same values in an unaligned
+        # view, summed with single-element loads, are added in the same
+        # order: bit-identical. N = 264 leaves a partly filled last slab; a
+        # view with padded rows (row stride 272) keeps the vector path, one
+        # starting 1 element in does not.
         sizes = [0, 700, 3, 0, 1, 129, 2500, 0]
         total = sum(sizes)
         offs = make_offsets(sizes, device)
@@ -899,22 +910,16 @@ class TestGroupColumnSums(GroupedMMTestCase):
             got = self._check(grad, offs)
             self.assertEqual(self._loads_of_call(
                 lambda: _COLUMN_SUMS(grad, offs, got.dtype)), want_loads)
-            with mock.patch.dict(os.environ,
-                                 {"OVERLAP_OPS_COLUMN_SUMS_LOADS": "scalar"}):
-                scalar = self._sums(grad, offs, got.dtype)
-                self.assertEqual(self._loads_of_call(
-                    lambda: _COLUMN_SUMS(grad, offs, got.dtype)), 0)
+            unaligned = self._unaligned_copy(grad)
+            scalar = self._sums(unaligned, offs, got.dtype)
+            self.assertEqual(self._loads_of_call(
+                lambda: _COLUMN_SUMS(unaligned, offs, got.dtype)), 0)
             self.assertEqual(got, scalar, atol=0, rtol=0)
         # Batched (G, M, N) with aligned group and row strides.
         batched = _randn(3, 50, 264, device=device, dtype=dtype)
         self._check(batched, None)
         self.assertEqual(self._loads_of_call(
             lambda: _COLUMN_SUMS(batched, None, got.dtype)), 1)
-        with mock.patch.dict(os.environ,
-                             {"OVERLAP_OPS_COLUMN_SUMS_LOADS": "bogus"}):
-            with self.assertRaisesRegex(
-                    RuntimeError, "OVERLAP_OPS_COLUMN_SUMS_LOADS must be"):
-                _COLUMN_SUMS(batched, None, got.dtype)
 
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float32)

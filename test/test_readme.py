@@ -67,7 +67,7 @@ class TestReadme(TestCase):
         switches.discard("OVERLAP_OPS_REAL_NVCC")
         self.assertIn("OVERLAP_OPS_GROUPED_MM_BACKEND", switches)
         self.assertIn("OVERLAP_OPS_CUDA", switches)
-        self.assertGreater(len(switches), 15)
+        self.assertGreater(len(switches), 5)
         documented = set(re.findall(r"`(OVERLAP_OPS_\w+)`",
                                     (REPO / "docs" / "TUNING.md").read_text()))
         self.assertEqual(sorted(switches - documented), [])

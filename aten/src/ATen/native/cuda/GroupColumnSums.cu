@@ -213,15 +213,14 @@ int64_t parts_for(const SumsShape& s, bool batched, int64_t sm_limit) {
 }
 
 // The loads a call's kernel uses: 16-byte vectors where grad's layout
-// allows (column_sums_vector_loads), unless OVERLAP_OPS_COLUMN_SUMS_LOADS
-// is `scalar` (the A/B, and a way back).
+// allows (column_sums_vector_loads).
 ColumnLoads column_loads_for(const Tensor& grad, const SumsShape& s) {
-  const bool scalar_asked =
-      grouped_mm::env_choice("OVERLAP_OPS_COLUMN_SUMS_LOADS", {"scalar"}) == 1;
-  const bool aligned = column_sums_vector_loads(
-      grad.element_size(), reinterpret_cast<uintptr_t>(grad.const_data_ptr()),
-      s.n, s.row_stride, s.col_stride, s.group_stride);
-  return aligned && !scalar_asked ? ColumnLoads::kVector : ColumnLoads::kScalar;
+  return column_sums_vector_loads(
+             grad.element_size(),
+             reinterpret_cast<uintptr_t>(grad.const_data_ptr()), s.n,
+             s.row_stride, s.col_stride, s.group_stride)
+      ? ColumnLoads::kVector
+      : ColumnLoads::kScalar;
 }
 
 template <typename In, ColumnLoads kLoads, typename Acc, typename OffsT>

@@ -2,8 +2,7 @@
 
 // When the bias gradient's column-sums kernel (GroupColumnSums.cu) may load
 // 16 contiguous bytes of a row per lane instead of single elements. Plain
-// arithmetic on host-known strides, so the CPU tests check it (through a
-// private op of the extension).
+// arithmetic on host-known strides, so it is testable on the CPU.
 
 #include <cstdint>
 

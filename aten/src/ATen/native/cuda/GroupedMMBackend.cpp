@@ -1,5 +1,5 @@
-// Host code only: the environment switches of the CUDA grouped mm. They are
-// read at every call, so a test or benchmark can switch paths within one
+// Host code only: the backend override of the CUDA grouped mm. It is read
+// at every call, so a test or benchmark can switch paths within one
 // process.
 
 #include <ATen/native/cuda/GroupedMMKernels.h>

@@ -16,11 +16,8 @@
 #include <c10/cuda/CUDAGuard.h>
 
 namespace at::native {
+namespace grouped_mm {
 namespace {
-
-using grouped_mm::Geometry;
-using grouped_mm::GroupedDim;
-using grouped_mm::LaunchArgs;
 
 Geometry make_geometry(
     const GroupedMMProblem& p, const Tensor& a, const Tensor& b,
@@ -28,9 +25,9 @@ Geometry make_geometry(
   Geometry geo;
   geo.num_groups = p.num_groups;
   geo.extent = p.grouped_extent;
-  geo.a = grouped_mm::operand_strides(a);
-  geo.b = grouped_mm::operand_strides(b);
-  geo.d = grouped_mm::operand_strides(out);
+  geo.a = operand_strides(a);
+  geo.b = operand_strides(b);
+  geo.d = operand_strides(out);
   switch (p.layout) {
     case GroupedMMLayout::k2dx3d:
       geo.grouped = GroupedDim::kRows;
@@ -60,6 +57,43 @@ Geometry make_geometry(
   return geo;
 }
 
+// t itself when it already is a contiguous tensor of this dtype, else a
+// contiguous copy made within the SM carveout (torch's .to() / .contiguous()
+// would size the grid by the element count).
+Tensor contiguous_within(const Tensor& t, ScalarType dtype, int64_t sm_limit) {
+  if (t.scalar_type() == dtype && t.is_contiguous()) {
+    return t;
+  }
+  Tensor out = at::empty(t.sizes(), t.options().dtype(dtype));
+  copy_within_sm_limit(t, out, sm_limit);
+  return out;
+}
+
+}  // namespace
+
+LaunchArgs launch_args_for(
+    const GroupedMMProblem& p, const Tensor& self, const Tensor& mat2,
+    const std::optional<Tensor>& offs, const std::optional<Tensor>& bias,
+    const Tensor& out) {
+  LaunchArgs args;
+  args.a = self;
+  args.b = mat2;
+  args.out = out;
+  args.sm_limit = at::cuda::current_device_sm_limit();
+  args.offs = offs.has_value()
+      ? contiguous_within(*offs, offs->scalar_type(), args.sm_limit)
+      : Tensor();
+  args.bias = bias.has_value()
+      ? contiguous_within(*bias, kFloat, args.sm_limit)
+      : Tensor();
+  args.geo = make_geometry(p, self, mat2, out);
+  return args;
+}
+
+}  // namespace grouped_mm
+
+namespace {
+
 // Whether a tensor-core path (SM90 or SM80) may take this
 // dtype. Only these need the 3d x 2d rewrite; the generic kernel takes
 // grouped columns directly.
@@ -74,18 +108,6 @@ void check_offsets_if_requested(
     // Checked mode trades one sync for an error that names the bad group.
     check_grouped_mm_offsets_on_host(offs->cpu(), p.grouped_extent);
   }
-}
-
-// t itself when it already is a contiguous tensor of this dtype, else a
-// contiguous copy made within the SM carveout (torch's .to() / .contiguous()
-// would size the grid by the element count).
-Tensor contiguous_within(const Tensor& t, ScalarType dtype, int64_t sm_limit) {
-  if (t.scalar_type() == dtype && t.is_contiguous()) {
-    return t;
-  }
-  Tensor out = at::empty(t.sizes(), t.options().dtype(dtype));
-  grouped_mm::copy_within_sm_limit(t, out, sm_limit);
-  return out;
 }
 
 // 16-byte aligned data pointer and non-unit strides.
@@ -169,19 +191,8 @@ Tensor grouped_mm_cuda(
   if (out.numel() == 0) {
     return out;
   }
-  LaunchArgs args;
-  args.a = self;
-  args.b = mat2;
-  args.out = out;
-  args.sm_limit = at::cuda::current_device_sm_limit();
-  args.offs = offs.has_value()
-      ? contiguous_within(*offs, offs->scalar_type(), args.sm_limit)
-      : Tensor();
-  args.bias = bias.has_value()
-      ? contiguous_within(*bias, kFloat, args.sm_limit)
-      : Tensor();
-  args.geo = make_geometry(p, self, mat2, out);
-
+  grouped_mm::LaunchArgs args =
+      grouped_mm::launch_args_for(p, self, mat2, offs, bias, out);
   if (args.geo.num_groups == 0) {
     // No groups: the tail kernel zeroes every row. CUTLASS's grouped
     // scheduler reads problem 0 unconditionally, so it must not launch.

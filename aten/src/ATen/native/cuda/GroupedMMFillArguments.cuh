@@ -50,9 +50,9 @@ __device__ __forceinline__ void zero_past_last_group(
 // Calls work(g, p) for every group g whose problem p satisfies needs(p),
 // with every thread of the grid (work splits a group over the grid). Each
 // block first lists, in parallel, which of the next kBlockThreads groups
-// need work: a serial scan of the offsets costs one L2 round trip per group
-// (~80 us for 128 groups, measured). Block-wide: launched with exactly
-// kBlockThreads threads, every thread calls it.
+// need work: a serial scan of the offsets costs one L2 round trip per
+// group. Block-wide: launched with exactly kBlockThreads threads, every
+// thread calls it.
 template <int kBlockThreads, typename OffsT, typename Needs, typename Work>
 __device__ void for_each_group_where(
     const Geometry& geo, const OffsT* offs, Needs needs, Work work) {

@@ -14,6 +14,10 @@
 #include <optional>
 #include <string_view>
 
+namespace at::native {
+struct GroupedMMProblem;
+}  // namespace at::native
+
 namespace at::native::grouped_mm {
 
 // Everything a launcher needs. offs is undefined for 3d x 3d; bias is
@@ -35,6 +39,15 @@ inline OperandStrides operand_strides(const Tensor& t) {
   }
   return {0, t.stride(0), t.stride(1)};
 }
+
+// The launchers' view of a call that check_grouped_mm_inputs accepted as
+// p, writing into out (p.out_sizes): its geometry, and offs and bias as
+// contiguous tensors, bias in float32 (copied within the SM carveout where
+// they are not).
+LaunchArgs launch_args_for(
+    const GroupedMMProblem& p, const Tensor& self, const Tensor& mat2,
+    const std::optional<Tensor>& offs, const std::optional<Tensor>& bias,
+    const Tensor& out);
 
 // Calls fn with offs' data as `const int32_t*` or `const int64_t*` (a null
 // int32 pointer when offs is undefined: the 3d x 3d layout has none), so
@@ -76,17 +89,17 @@ inline bool output_takes_vector_stores(const LaunchArgs& args) {
       reinterpret_cast<uintptr_t>(args.out.const_data_ptr()) % 16 == 0;
 }
 
-// Reads a tuning/testing switch from the environment at every call: 0 when
-// `name` is unset, empty or "auto", else 1 + the index of its value in
-// `choices`. Any other value raises an error that lists the accepted ones.
+// Reads a switch from the environment at every call: 0 when `name` is
+// unset, empty or "auto", else 1 + the index of its value in `choices`.
+// Any other value raises an error that lists the accepted ones.
 size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices);
 
 // Which grouped-mm kernel family to use. auto: the Hopper kernels on SM90,
 // the SM80 kernels on SM80 to SM89 and SM120, the generic kernel elsewhere
 // (and for whatever a tensor-core path does not take).
 // OVERLAP_OPS_GROUPED_MM_BACKEND = auto (default) | sm90 | sm80 | generic
-// forces one for testing and benchmarks; sm80 runs the SM80 kernels on any
-// GPU from SM80 on (the H200 included). An unknown value raises.
+// forces one; sm80 runs the SM80 kernels on any GPU from SM80 on (Hopper
+// included). An unknown value raises.
 enum class Backend { kAuto, kSm90, kSm80, kGeneric };
 Backend requested_backend();
 
@@ -109,9 +122,9 @@ void launch_generic_grouped_mm(const LaunchArgs& args);
 // Zeros rows (kRows) or columns (kCols) of out past the clamped offs[-1].
 void launch_zero_tail(const LaunchArgs& args);
 
-// After a tensor-core GEMM with a bias whose epilogue does not add it (the
-// SM80 path): writes the bias into k = 0 groups and adds it to the other
-// groups. No-op without a bias (the fill wrote the k = 0 zeros then,
+// After the SM80 GEMM with a bias (its epilogue does not add it): writes
+// the bias into k = 0 groups and adds it to the other groups. No-op
+// without a bias (the fill wrote the k = 0 zeros then,
 // fill_writes_k0_groups).
 void launch_finish_groups(const LaunchArgs& args);
 

@@ -4,8 +4,7 @@
 // copies TF32 WGMMA reads on Hopper: TMA needs every group's base 16-byte
 // aligned, and the offsets put group starts anywhere, so each copy starts
 // every group at a multiple of `pad` elements. Plain arithmetic, on host
-// and device, so the CPU tests check it (through a private op of the
-// extension).
+// and device, so it is testable on the CPU.
 
 #include <c10/macros/Macros.h>
 

@@ -1,13 +1,12 @@
 // The copies a grouped-mm call makes (an operand re-laid out for a
 // tensor-core path, the transposed 3d x 2d result, the float32 bias), in a
 // grid within the SM carveout. torch's copy kernel sizes its grid by the
-// element count (512 CTAs for a 256 x 1024 bf16 operand on an H200), so
-// under a carveout it would take the SMs left to the collective running
-// beside the GEMM. A transposing copy runs here even without a carveout:
-// torch's copy then reads or writes across the contiguous dimension
-// (15.4 ms for gpt_oss_120b_w13's 8.5 GB float32 weights on the H200).
-// Contiguous to contiguous (a dtype change, e.g. the backward's gradient
-// cast) takes a flat vectorised copy instead of the tile.
+// element count, so under a carveout it would take the SMs left to the
+// collective running beside the GEMM. A transposing copy runs here even
+// without a carveout: torch's copy then reads or writes across the
+// contiguous dimension, several times slower. Contiguous to contiguous (a
+// dtype change, e.g. the backward's gradient cast) takes a flat vectorised
+// copy instead of the tile.
 // The K-major copies with padded group starts that TF32 on Hopper needs
 // when the groups split K (copy_k_groups_padded) take a 4 x 4 register
 // transpose kernel in a weight gradient's layout, the same kernel
@@ -176,10 +175,8 @@ __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
 
 // Both sides contiguous (no transpose, no gaps): a flat grid-stride copy,
 // 16 bytes of src per load and kFlatUnroll loads in flight per thread. The
-// tile kernel above moves single elements through shared memory; on a
-// same-layout float32 -> bf16 cast under a carveout it moved ~1.1 TB/s
-// (read + written) on the H200, a quarter of torch's copy's speed
-// (results/grad_cast).
+// tile kernel above moves single elements through shared memory, at a
+// quarter of torch's copy's speed on a same-layout cast.
 constexpr int kFlatUnroll = 4;
 
 template <typename T, int kCount>
@@ -234,19 +231,15 @@ __global__ void __launch_bounds__(kThreads) flat_copy_kernel(
 // The padded copy for the layout a weight gradient's operands come in
 // (x^T and dy): K strided, the other index (x) contiguous. The tile
 // kernel (relayout_kernel) reads and writes one float per thread and
-// instruction, and
-// ran at 1.5 TB/s on mixtral_8x7b_w13's wgrad copies on the H200
-// (results/kernels/2026-12-03g-padded-k-copies); a 64 x 128 shared-memory
-// tile read with 16-byte loads reached 1.7-1.9 TB/s. This one has no
-// shared memory and no barrier: each thread moves a 4 x 4 block, four
-// 16-byte loads from four consecutive source K rows, a transpose in
-// registers and four 16-byte stores along K. A padded group starts at a
-// multiple of 4 floats, so a quad of padded K lies in one group or in a
-// gap. A warp covers 8 K quads by 4 x quads: its loads read 64-byte runs
-// and its stores write 128-byte runs, whole sectors on both sides. Both
-// are streaming (evict-first): the copies are far larger than L2, and
-// with the hints the kernel took 0.89x the time on Mixtral's dy in a
-// probe (results/kernels/2026-12-03h-gather-probe.md).
+// instruction, too slow for these copies, which are as large as the
+// GEMM's operands. This one has no shared memory and no barrier: each
+// thread moves a 4 x 4 block, four 16-byte loads from four consecutive
+// source K rows, a transpose in registers and four 16-byte stores along K.
+// A padded group starts at a multiple of 4 floats, so a quad of padded K
+// lies in one group or in a gap. A warp covers 8 K quads by 4 x quads: its
+// loads read 64-byte runs and its stores write 128-byte runs, whole
+// sectors on both sides. Both are streaming (evict-first): the copies are
+// far larger than L2.
 constexpr int kQuad = 4;
 constexpr int kWarpKQuads = 8;
 constexpr int kWarpXQuads = 32 / kWarpKQuads;
@@ -513,11 +506,7 @@ void copy_k_groups_padded(
   }
   const int64_t width = dst.size(k_along_rows ? 0 : 1);
   const Geometry geo = padded_k_geometry(num_groups, extent, pad);
-  // OVERLAP_OPS_SM90_TF32_PADDED_K_COPY=generic: the generic kernel in
-  // every layout (for A/B runs).
-  const bool gather = env_choice("OVERLAP_OPS_SM90_TF32_PADDED_K_COPY",
-                                 {"gather", "generic"}) != 2 &&
-      gather_layout(src, dst, k_along_rows, width);
+  const bool gather = gather_layout(src, dst, k_along_rows, width);
   dispatch_offs(offs, [&](auto offs_data) {
     using OffsT = std::remove_const_t<
         std::remove_pointer_t<decltype(offs_data)>>;

@@ -221,15 +221,15 @@ const char* run_sm80(const LaunchArgs& args, const LeadingDims& ld,
                                                                       ld);
 }
 
-#define OVERLAP_OPS_SM80_INSTANTIATE(In, Out, ARow, BRow)            \
+#define GROUPED_MM_SM80_INSTANTIATE(In, Out, ARow, BRow)            \
   template const char* run_sm80<In, Out, ARow, BRow>(               \
       const LaunchArgs&, const LeadingDims&, Access);
 
 // The three operand majors the dispatcher uses (both column-major is
 // re-laid out to row-major A first).
-#define OVERLAP_OPS_SM80_INSTANTIATE_MAJORS(In, Out)                 \
-  OVERLAP_OPS_SM80_INSTANTIATE(In, Out, true, true)                 \
-  OVERLAP_OPS_SM80_INSTANTIATE(In, Out, true, false)                \
-  OVERLAP_OPS_SM80_INSTANTIATE(In, Out, false, true)
+#define GROUPED_MM_SM80_INSTANTIATE_MAJORS(In, Out)                 \
+  GROUPED_MM_SM80_INSTANTIATE(In, Out, true, true)                  \
+  GROUPED_MM_SM80_INSTANTIATE(In, Out, true, false)                 \
+  GROUPED_MM_SM80_INSTANTIATE(In, Out, false, true)
 
 }  // namespace at::native::grouped_mm::sm80

@@ -132,7 +132,7 @@ bool sm80_available_for(ScalarType input_dtype) {
       break;
     case Backend::kSm80:
       // mma.sync with bf16 / TF32 needs SM80; later GPUs run the kernels
-      // from the compute_80 PTX (torch_ext/setup.py), the H200 included.
+      // from the compute_80 PTX, Hopper included.
       if (major < 8) {
         return false;
       }

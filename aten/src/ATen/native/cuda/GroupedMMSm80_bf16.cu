@@ -3,5 +3,5 @@
 #include <ATen/native/cuda/GroupedMMSm80.cuh>
 
 namespace at::native::grouped_mm::sm80 {
-OVERLAP_OPS_SM80_INSTANTIATE_MAJORS(c10::BFloat16, c10::BFloat16)
+GROUPED_MM_SM80_INSTANTIATE_MAJORS(c10::BFloat16, c10::BFloat16)
 }  // namespace at::native::grouped_mm::sm80

@@ -3,5 +3,5 @@
 #include <ATen/native/cuda/GroupedMMSm80.cuh>
 
 namespace at::native::grouped_mm::sm80 {
-OVERLAP_OPS_SM80_INSTANTIATE_MAJORS(c10::Half, c10::Half)
+GROUPED_MM_SM80_INSTANTIATE_MAJORS(c10::Half, c10::Half)
 }  // namespace at::native::grouped_mm::sm80

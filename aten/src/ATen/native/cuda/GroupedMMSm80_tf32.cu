@@ -4,5 +4,5 @@
 #include <ATen/native/cuda/GroupedMMSm80.cuh>
 
 namespace at::native::grouped_mm::sm80 {
-OVERLAP_OPS_SM80_INSTANTIATE_MAJORS(float, float)
+GROUPED_MM_SM80_INSTANTIATE_MAJORS(float, float)
 }  // namespace at::native::grouped_mm::sm80

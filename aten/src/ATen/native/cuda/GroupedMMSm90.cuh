@@ -36,9 +36,7 @@ namespace at::native::grouped_mm::sm90 {
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
 
-// Large tiles for many rows per group; pingpong with small tiles when groups
-// are short (decode, many experts), where a 128-row tile would be mostly
-// padding.
+// The tile configs of GroupedMMTileChoice.h's TileConfig.
 struct LargeTileConfig {
   using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
   using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
@@ -84,24 +82,19 @@ struct SmallTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
-// Wider store tiles (TileChoice::store_tile_cols): a 128x256 config
-// (large for 16-bit wgrad, large_solo for 16-bit fwd and dgrad; both by
-// default, store_tile_cols_for) storing its output tile through 128 x kCols
-// subtiles instead of CUTLASS's choice (128x32 for 16-bit output). Each
-// subtile costs two barriers of the epilogue warp groups and one TMA
-// store, so wider subtiles issue fewer, larger stores; the smem they take
-// comes out of the mainloop stages. Why: wgrad rows with few tokens per
-// group mostly write their output, and wrote it at about half the copy
-// bandwidth with 32-column subtiles.
+// Wider store tiles (TileChoice::store_tile_cols): a 128x256 config storing
+// its output tile through 128 x kCols subtiles instead of CUTLASS's choice
+// (128x32 for 16-bit output). Each subtile costs two barriers of the
+// epilogue warp groups and one TMA store, so wider subtiles issue fewer,
+// larger stores; wgrad with few tokens per group mostly writes its output.
 template <typename Base, int kCols>
 struct StoreTileConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<kCols>>;
 };
 
-// TileChunked: a config whose kernel takes the chunked tile order
-// (GroupedMMTileOrder.h; TileChoice::tile_chunk): the same
-// tiles and epilogue, with ChunkedGroupProblemShape selecting the
-// scheduler.
+// TileChunked: a config whose kernel takes the chunked tile order and
+// windowed launches (GroupedMMTileOrder.h): the same tiles and epilogue,
+// with ChunkedGroupProblemShape selecting the scheduler.
 template <typename Base>
 struct TileChunked : Base {
   using GroupProblemShapeType = ChunkedGroupProblemShape;
@@ -132,9 +125,8 @@ struct EpilogueTileOf<Config, std::void_t<typename Config::EpilogueTile>> {
 
 // The configs' K extents are sized for 16-bit inputs (64 or 128 elements
 // per row of a mainloop stage). A TF32 stage of as many floats is twice
-// the bytes: the 128x256 tile then fits two stages (96 KB each) where
-// 16-bit fits four. HalfK keeps the bytes per stage for TF32 (the
-// default; OVERLAP_OPS_SM90_TF32_K_TILE=long runs SameK for an A/B).
+// the bytes: the 128x256 tile would fit two stages where 16-bit fits four.
+// HalfK keeps the bytes per stage for TF32, and with them the stages.
 template <typename Config>
 struct HalfK {
   using Tile = typename Config::TileShape;
@@ -147,8 +139,10 @@ struct HalfK {
   using EpilogueSchedule = typename Config::EpilogueSchedule;
 };
 
-template <typename Config>
-using SameK = Config;
+// A unit's configs: HalfK for TF32, as they are for 16-bit inputs.
+template <typename In, typename Config>
+using KTileFor =
+    std::conditional_t<std::is_same_v<In, float>, HalfK<Config>, Config>;
 
 // The epilogue of the Hopper kernels: D = acc + the group's bias, Bias
 // being a row or column broadcast with a pointer per group, stored through
@@ -191,8 +185,7 @@ struct GroupedGemm {
   // broadcast adds zeros (EnableNullptr), so calls with and without a bias
   // share one kernel. The broadcast loads the row element by element, so
   // a bias row may start wherever group g * N floats puts it. It fits in
-  // the epilogue's padding: no config loses a mainloop stage (a review's
-  // count, to confirm on the GPU).
+  // the epilogue's padding: no config loses a mainloop stage.
   using BiasRow = cutlass::epilogue::fusion::Sm90RowBroadcast<
       0, typename Config::TileShape, float*, float,
       cute::Stride<cute::_0, cute::_1, cute::_0>, 1>;
@@ -302,8 +295,7 @@ template <typename G>
 typename G::Gemm::Arguments gemm_arguments(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes,
-    RasterOrder raster = RasterOrder::kAlongM, int tile_chunk = 1,
-    uint32_t* tile_counter = nullptr) {
+    RasterOrder raster = RasterOrder::kAlongM, int tile_chunk = 1) {
   typename G::GroupShape problem{};
   problem.num_groups = static_cast<int>(args.geo.num_groups);
   problem.problem_shapes = shapes;
@@ -311,7 +303,6 @@ typename G::Gemm::Arguments gemm_arguments(
   if constexpr (std::is_same_v<typename G::GroupShape,
                                ChunkedGroupProblemShape>) {
     problem.tile_chunk = tile_chunk;
-    problem.tile_counter = tile_counter;
   }
   typename G::Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGrouped, problem,
@@ -343,14 +334,11 @@ template <typename G>
 struct CallStorage {
   DeviceArguments<G> dev;
   void* workspace = nullptr;
-  // The dynamic walk's counter (TileChoice::dynamic_tiles), else null.
-  uint32_t* tile_counter = nullptr;
 };
 
 template <typename G>
 CallStorage<G> carve_call_storage(
-    Tensor& storage, int64_t groups, bool bias, int64_t workspace_bytes,
-    bool tile_counter = false) {
+    Tensor& storage, int64_t groups, bool bias, int64_t workspace_bytes) {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   const int64_t sizes[] = {
       align_up(groups * int64_t(sizeof(Shape))),
@@ -361,7 +349,6 @@ CallStorage<G> carve_call_storage(
       align_up(groups * int64_t(sizeof(typename G::StrideB))),
       align_up(groups * int64_t(sizeof(typename G::StrideD))),
       bias ? align_up(groups * int64_t(sizeof(float*))) : 0,
-      tile_counter ? align_up(int64_t(sizeof(uint32_t))) : 0,
       align_up(workspace_bytes)};
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -387,8 +374,6 @@ CallStorage<G> carve_call_storage(
   p += sizes[6];
   args.bias = bias ? reinterpret_cast<const float**>(p) : nullptr;
   p += sizes[7];
-  call.tile_counter = tile_counter ? reinterpret_cast<uint32_t*>(p) : nullptr;
-  p += sizes[8];
   call.workspace = p;
   return call;
 }
@@ -408,10 +393,8 @@ template <typename G>
 const char* check_gemm(
     const LaunchArgs& args, const DeviceArguments<G>& dev,
     typename ProblemShape::UnderlyingProblemShape* shapes, void* workspace,
-    RasterOrder raster, int tile_chunk, uint32_t* tile_counter,
-    CheckedGemm<G>& checked) {
-  checked.arguments =
-      gemm_arguments<G>(args, dev, shapes, raster, tile_chunk, tile_counter);
+    RasterOrder raster, int tile_chunk, CheckedGemm<G>& checked) {
+  checked.arguments = gemm_arguments<G>(args, dev, shapes, raster, tile_chunk);
   checked.workspace = workspace;
   if (checked.gemm.can_implement(checked.arguments) !=
       cutlass::Status::kSuccess) {
@@ -429,15 +412,13 @@ const char* check_gemm(
 // workspace, group tile scheduler: none of them writes a workspace on the
 // host side).
 template <typename G>
-cutlass::Status set_parameters(
-    CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
+cutlass::Status set_parameters(CheckedGemm<G>& checked, cudaStream_t stream) {
   constexpr int kMaxDevices = 64;
   static std::atomic<uint64_t> attribute_set{0};  // a bit per device
   const int device = checked.arguments.hw_info.device_id;
   const uint64_t bit =
       device >= 0 && device < kMaxDevices ? uint64_t(1) << device : 0;
-  if (!initialize_always && bit != 0 &&
-      (attribute_set.load(std::memory_order_acquire) & bit)) {
+  if (bit != 0 && (attribute_set.load(std::memory_order_acquire) & bit)) {
     return checked.gemm.update(checked.arguments, checked.workspace);
   }
   const cutlass::Status status =
@@ -449,9 +430,9 @@ cutlass::Status set_parameters(
 }
 
 template <typename G>
-const char* set_checked_parameters(
-    CheckedGemm<G>& checked, cudaStream_t stream, bool initialize_always) {
-  if (set_parameters(checked, stream, initialize_always) !=
+const char* set_checked_parameters(CheckedGemm<G>& checked,
+                                   cudaStream_t stream) {
+  if (set_parameters(checked, stream) !=
       cutlass::Status::kSuccess) {
     return "CUTLASS initialize failed";
   }
@@ -460,10 +441,9 @@ const char* set_checked_parameters(
 
 // Launches a kernel with a cluster as CUTLASS's run() does, but without
 // ClusterLauncher::init: run() sets the kernel's non-portable cluster size
-// attribute on every launch (a cudaFuncSetAttribute, ~3.5 us of host time
-// per call: results/hostpath/2026-11-30h). A cluster of at most 8 CTAs is
-// portable and needs no attribute. Same grid, block, shared memory and
-// cluster shape as run().
+// attribute on every launch, a cudaFuncSetAttribute that host-bound calls
+// pay for. A cluster of at most 8 CTAs is portable and needs no attribute.
+// Same grid, block, shared memory and cluster shape as run().
 template <typename G>
 cutlass::Status launch_portable_cluster(typename G::Gemm::Params& params,
                                         cudaStream_t stream) {
@@ -494,20 +474,18 @@ cutlass::Status launch_portable_cluster(typename G::Gemm::Params& params,
 }
 
 // Launches G's kernel with built parameters: through CUTLASS's run(), or,
-// for a kernel with a cluster under HostPath::kDirect (direct), without
-// its per-launch attribute call.
+// for a kernel with a cluster, without its per-launch attribute call.
 template <typename G>
 cutlass::Status launch_gemm(const typename G::Gemm::Params& params,
-                            cudaStream_t stream, bool direct) {
+                            cudaStream_t stream) {
   using Cluster = typename G::Kernel::DispatchPolicy::ClusterShape;
   // run() and the launch take the parameters by pointer and only read them.
   auto& launched = const_cast<typename G::Gemm::Params&>(params);
   if constexpr (decltype(cute::size(Cluster{}))::value > 1) {
-    if (direct) {
-      return launch_portable_cluster<G>(launched, stream);
-    }
+    return launch_portable_cluster<G>(launched, stream);
+  } else {
+    return G::Gemm::run(launched, stream);
   }
-  return G::Gemm::run(launched, stream);
 }
 
 // At most this many launches per call in windowed launches
@@ -521,8 +499,7 @@ constexpr uint64_t kMaxLaunchWindows = 32;
 // loses no tile.
 template <typename G>
 const char* launch_windowed(CheckedGemm<G>& checked, const LaunchArgs& args,
-                            const TileChoice& choice, cudaStream_t stream,
-                            bool direct) {
+                            const TileChoice& choice, cudaStream_t stream) {
   using Kernel = typename G::Kernel;
   using Tile = typename Kernel::TileShape;
   using Cluster = typename Kernel::DispatchPolicy::ClusterShape;
@@ -546,35 +523,13 @@ const char* launch_windowed(CheckedGemm<G>& checked, const LaunchArgs& args,
     problem.window_end = w + 1 < windows.launches
         ? problem.window_begin + windows.tiles_per_launch
         : ~uint64_t(0);
-    if (launch_gemm<G>(params, stream, direct) != cutlass::Status::kSuccess) {
+    if (launch_gemm<G>(params, stream) != cutlass::Status::kSuccess) {
       return "CUTLASS kernel launch failed";
     }
   }
   return nullptr;
 }
 
-template <typename G>
-const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
-                           int log_swizzle, bool direct) {
-  cutlass::Status status;
-  if (log_swizzle > 0) {
-    // The group scheduler reads the swizzle on the device only (each
-    // group's tile counts are rounded there), so setting it in a copy of
-    // the built parameters is enough; the grid does not depend on it.
-    // This holds because gemm_arguments passes no host problem shapes:
-    // with them the scheduler would bound the tiles by a host count
-    // computed without the swizzle, and drop some.
-    typename G::Gemm::Params params = checked.gemm.params();
-    params.scheduler.log_swizzle_size_ = log_swizzle;
-    status = launch_gemm<G>(params, stream, direct);
-  } else {
-    status = launch_gemm<G>(checked.gemm.params(), stream, direct);
-  }
-  if (status != cutlass::Status::kSuccess) {
-    return "CUTLASS kernel launch failed";
-  }
-  return nullptr;
-}
 
 // Fills the per-group arguments from the offsets, then launches G. The
 // kernel is checked by can_implement before anything is launched, so a
@@ -582,223 +537,158 @@ const char* launch_checked(CheckedGemm<G>& checked, cudaStream_t stream,
 // after the filling kernel's launch, does not; nor does a refusal of a
 // token split's second kernel, after the first has run).
 template <typename G>
-const char* run_grouped_gemm(
-    const LaunchArgs& args, const LeadingDims& ld,
-    const TileChoice& choice = {}) {
+const char* run_grouped_gemm(const LaunchArgs& args, const LeadingDims& ld,
+                             const TileChoice& choice) {
   using ElementIn = typename G::ElementIn;
   using ElementOut = typename G::ElementOut;
-  const float* fused_bias = args.bias.defined() && choice.bias_in_epilogue
-      ? args.bias.const_data_ptr<float>()
-      : nullptr;
-  constexpr bool kChunkedShape =
-      std::is_same_v<typename G::GroupShape, ChunkedGroupProblemShape>;
-  const bool dynamic = kChunkedShape && choice.dynamic_tiles;
+  const float* bias =
+      args.bias.defined() ? args.bias.const_data_ptr<float>() : nullptr;
   Tensor storage;
   const CallStorage<G> call = carve_call_storage<G>(
-      storage, args.geo.num_groups, fused_bias != nullptr,
-      gemm_workspace_bytes<G>(args), dynamic);
+      storage, args.geo.num_groups, bias != nullptr,
+      gemm_workspace_bytes<G>(args));
   const DeviceArguments<G>& dev = call.dev;
   CheckedGemm<G> gemm;
-  if (const char* error = check_gemm<G>(
-          args, dev, dev.shapes, call.workspace, choice.raster,
-          choice.tile_chunk, call.tile_counter, gemm)) {
+  if (const char* error = check_gemm<G>(args, dev, dev.shapes, call.workspace,
+                                        choice.raster, choice.tile_chunk,
+                                        gemm)) {
     return error;
-  }
-  // The fill goes first, and CUTLASS's host-side initialisation overlaps
-  // it (HostPath::kClassic: initialised on every call, before the fill,
-  // for A/B runs).
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  const bool classic = choice.host_path == HostPath::kClassic;
-  if (classic) {
-    if (const char* error = set_checked_parameters(gemm, stream, true)) {
-      return error;
-    }
   }
   const auto* a = reinterpret_cast<const ElementIn*>(args.a.const_data_ptr());
   const auto* b = reinterpret_cast<const ElementIn*>(args.b.const_data_ptr());
   auto* d = reinterpret_cast<ElementOut*>(args.out.mutable_data_ptr());
-  Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, fused_bias, args.geo.n};
+  Sm90ArgumentWriter<G> writer{a, b, d, ld, dev, bias, args.geo.n};
   writer.split_rows = choice.split_rows;
   writer.split_past = choice.split_past;
   // The epilogue adds the bias; the fill writes it into k = 0 groups (the
   // first launch's fill only, under a token split).
   const bool fill_writes_output = choice.split_rows == 0 || !choice.split_past;
-  if (!launch_fill_group_arguments(args, writer, choice.bias_in_epilogue,
+  if (!launch_fill_group_arguments(args, writer, /*bias_fused=*/true,
                                    fill_writes_output)) {
     return "launching the argument-filling kernel failed";
   }
-  // Stream-ordered, so a captured graph resets it on every replay.
-  if (dynamic && cudaMemsetAsync(call.tile_counter, 0, sizeof(uint32_t),
-                                 stream) != cudaSuccess) {
-    return "resetting the dynamic walk's tile counter failed";
+  // CUTLASS's host-side setup runs after the fill's launch, so it overlaps
+  // the fill on the device.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (const char* error = set_checked_parameters(gemm, stream)) {
+    return error;
   }
-  if (!classic) {
-    if (const char* error = set_checked_parameters(gemm, stream, false)) {
-      return error;
-    }
-  }
-  const bool direct = choice.host_path == HostPath::kDirect;
-  if constexpr (kChunkedShape) {
+  if constexpr (std::is_same_v<typename G::GroupShape,
+                               ChunkedGroupProblemShape>) {
     if (choice.launch_waves > 0) {
-      return launch_windowed(gemm, args, choice, stream, direct);
+      return launch_windowed(gemm, args, choice, stream);
     }
   }
-  return launch_checked(gemm, stream, choice.log_swizzle, direct);
+  if (launch_gemm<G>(gemm.gemm.params(), stream) !=
+      cutlass::Status::kSuccess) {
+    return "CUTLASS kernel launch failed";
+  }
+  return nullptr;
 }
 
-// Which units build the wider store tiles, so the others' build time does
-// not grow. The large config's: 16-bit wgrad's units (A column-major, B
-// row-major, output in the input dtype); the default rule picks them for
-// calls grouped along K only. The large_solo config's: the 16-bit units
-// with row-major A and output in the input dtype (fwd and dgrad, either
-// major of the weights); the default rule picks them for row-grouped calls
-// only, which always settle to row-major A. Under a pinned
-// OVERLAP_OPS_SM90_STORE_TILE=64 or 128, calls that reach either config in
-// other units (float32 output or inputs, other majors) raise; a 3d x 3d
-// call with those majors runs them; calls on other configs ignore it.
+// The kernels a unit (one dtype pair and pair of operand majors) builds:
+// those the rules of GroupedMMTileChoice.h pick for the calls that settle
+// to it, so no unit builds a kernel no call runs. Row-grouped calls (fwd,
+// dgrad) settle to row-major A and run small, wide (16-bit) or large_solo;
+// calls grouped along K (wgrad) settle to column-major A and row-major B,
+// and batched calls to any majors, and run small, medium or large. The
+// wider store tiles and the chunked order are built where their rules pick
+// them: 16-bit calls whose output is in the input dtype.
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
-constexpr bool kBuildsStoreTiles = !std::is_same_v<In, float> &&
-    std::is_same_v<In, Out> && !kARowMajor && kBRowMajor;
-template <typename In, typename Out, bool kARowMajor>
-constexpr bool kBuildsSoloStoreTiles =
-    !std::is_same_v<In, float> && std::is_same_v<In, Out> && kARowMajor;
+struct UnitKernels {
+  static constexpr bool kTf32 = std::is_same_v<In, float>;
+  static constexpr bool kSameDtypeOut = !kTf32 && std::is_same_v<In, Out>;
+  static constexpr bool kRowGroupedConfigs = kARowMajor;
+  static constexpr bool kKGroupedStoreTiles =
+      kSameDtypeOut && !kARowMajor && kBRowMajor;
 
-// Base through kCols-column store tiles, in the chunked tile order where
-// the call takes one (TileChoice::tile_chunk, built on the large config
-// only; the dispatcher refuses a pinned chunk on any other config before
-// it gets here).
-template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
-          template <typename> class KTile, typename Base, int kCols>
-const char* run_store_width(const LaunchArgs& args, const LeadingDims& ld,
-                            TileChoice choice) {
-  using Stored = StoreTileConfig<Base, kCols>;
-  // The dynamic walk (TileChoice::dynamic_tiles) and windowed launches
-  // (launch_waves): built on large_solo with 64-column store tiles, and
-  // on large through the chunked order's kernels below; the dispatcher
-  // refuses them elsewhere.
-  if constexpr (std::is_same_v<Base, LargeSoloTileConfig> && kCols == 64) {
-    if (choice.dynamic_tiles || choice.launch_waves > 0) {
-      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                          KTile<TileChunked<Stored>>>>(
-          args, ld, choice);
-    }
-  }
-  if constexpr (std::is_same_v<Base, LargeTileConfig>) {
-    if (choice.tile_chunk > 1 || choice.launch_waves > 0) {
-      return run_grouped_gemm<GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                                          KTile<TileChunked<Stored>>>>(
-          args, ld, choice);
-    }
-  }
-  return run_grouped_gemm<
-      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<Stored>>>(args, ld,
-                                                                   choice);
-}
+  template <typename Config>
+  using Gemm = GroupedGemm<In, Out, kARowMajor, kBRowMajor,
+                           KTileFor<In, Config>>;
 
-template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
-          template <typename> class KTile, typename Base, bool kBuilt>
-const char* run_store_tile(const LaunchArgs& args, const LeadingDims& ld,
-                           TileChoice choice, const char* unbuilt) {
-  if constexpr (kBuilt) {
-    // A K-tile wrapper that dropped EpilogueTile would silently run
-    // CUTLASS's subtile (HalfK does: it is for TF32, never built here).
-    static_assert(std::is_same_v<
-                  typename EpilogueTileOf<
-                      KTile<StoreTileConfig<Base, 64>>>::type,
-                  cute::Shape<cute::_128, cute::_64>>);
-    if (choice.store_tile_cols == 64) {
-      return run_store_width<In, Out, kARowMajor, kBRowMajor, KTile, Base,
-                             64>(args, ld, choice);
-    }
-    if (choice.store_tile_cols == 128) {
-      return run_store_width<In, Out, kARowMajor, kBRowMajor, KTile, Base,
-                             128>(args, ld, choice);
-    }
-    return "store_tile_cols must be 0, 64 or 128";
-  } else {
-    return unbuilt;
-  }
-}
+  static constexpr const char* kNotBuilt =
+      "this tile config, store tile or tile order is not built for the "
+      "call's dtypes and operand majors";
 
-template <typename In, typename Out, bool kARowMajor, bool kBRowMajor,
-          template <typename> class KTile>
-const char* run_tile_config(const LaunchArgs& args, const LeadingDims& ld,
-                            TileChoice choice) {
-  using Small =
-      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<SmallTileConfig>>;
-  using Medium =
-      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<MediumTileConfig>>;
-  using Large =
-      GroupedGemm<In, Out, kARowMajor, kBRowMajor, KTile<LargeTileConfig>>;
-  switch (choice.config) {
-    case TileConfig::kSmall:
-      return run_grouped_gemm<Small>(args, ld, choice);
-    case TileConfig::kMedium:
-      return run_grouped_gemm<Medium>(args, ld, choice);
-    case TileConfig::kLargeSolo:
-      if (choice.store_tile_cols != 0) {
-        return run_store_tile<
-            In, Out, kARowMajor, kBRowMajor, KTile, LargeSoloTileConfig,
-            kBuildsSoloStoreTiles<In, Out, kARowMajor>>(
-            args, ld, choice,
-            "OVERLAP_OPS_SM90_STORE_TILE on the large_solo config is built "
-            "only for bf16 -> bf16 and fp16 -> fp16 calls with row-major A "
-            "(fwd and dgrad); this call reaches it otherwise");
+  // The large config: CUTLASS's store tiles, or 16-bit wgrad's wider ones,
+  // in the chunked order where the call takes it (128 columns only).
+  static const char* run_large(const LaunchArgs& args, const LeadingDims& ld,
+                               const TileChoice& choice) {
+    if (choice.store_tile_cols == 0) {
+      return run_grouped_gemm<Gemm<LargeTileConfig>>(args, ld, choice);
+    }
+    if constexpr (kKGroupedStoreTiles) {
+      using Stored64 = StoreTileConfig<LargeTileConfig, 64>;
+      using Stored128 = StoreTileConfig<LargeTileConfig, 128>;
+      if (choice.store_tile_cols == 64 && choice.tile_chunk == 1) {
+        return run_grouped_gemm<Gemm<Stored64>>(args, ld, choice);
       }
-      // TF32 windowed launches (launch_waves): the chunked problem
-      // shape's kernel, built with the short K tile only
-      // (tf32_windows_built: the dispatcher never asks it of the long one).
-      if constexpr (std::is_same_v<In, float> &&
-                    std::is_same_v<KTile<LargeSoloTileConfig>,
-                                   HalfK<LargeSoloTileConfig>>) {
-        if (choice.launch_waves > 0) {
-          return run_grouped_gemm<
-              GroupedGemm<In, Out, kARowMajor, kBRowMajor,
-                          TileChunked<KTile<LargeSoloTileConfig>>>>(
-              args, ld, choice);
-        }
+      if (choice.store_tile_cols == 128) {
+        return choice.tile_chunk > 1
+            ? run_grouped_gemm<Gemm<TileChunked<Stored128>>>(args, ld, choice)
+            : run_grouped_gemm<Gemm<Stored128>>(args, ld, choice);
       }
-      return run_grouped_gemm<GroupedGemm<
-          In, Out, kARowMajor, kBRowMajor, KTile<LargeSoloTileConfig>>>(
-          args, ld, choice);
-    case TileConfig::kWide:
-      // 16-bit only: not built for TF32, whose unit already holds eight
-      // kernels (never measured there).
-      if constexpr (!std::is_same_v<In, float>) {
-        return run_grouped_gemm<GroupedGemm<
-            In, Out, kARowMajor, kBRowMajor, KTile<WideTileConfig>>>(
+    }
+    return kNotBuilt;
+  }
+
+  // large_solo, row-grouped calls only: 64-column store tiles for 16-bit
+  // output in the input dtype, CUTLASS's for float32 output; for TF32, the
+  // chunked problem shape where the call takes windowed launches.
+  static const char* run_large_solo(const LaunchArgs& args,
+                                    const LeadingDims& ld,
+                                    const TileChoice& choice) {
+    if constexpr (kTf32) {
+      if (choice.store_tile_cols == 0) {
+        return choice.launch_waves > 0
+            ? run_grouped_gemm<GroupedGemm<
+                  In, Out, kARowMajor, kBRowMajor,
+                  TileChunked<HalfK<LargeSoloTileConfig>>>>(args, ld, choice)
+            : run_grouped_gemm<Gemm<LargeSoloTileConfig>>(args, ld, choice);
+      }
+    } else if constexpr (kRowGroupedConfigs && kSameDtypeOut) {
+      if (choice.store_tile_cols == kSoloStoreTileCols) {
+        return run_grouped_gemm<
+            Gemm<StoreTileConfig<LargeSoloTileConfig, kSoloStoreTileCols>>>(
             args, ld, choice);
-      } else {
-        return "OVERLAP_OPS_SM90_TILE=wide is built for 16-bit inputs only";
       }
-    default:
-      if (choice.store_tile_cols != 0) {
-        return run_store_tile<
-            In, Out, kARowMajor, kBRowMajor, KTile, LargeTileConfig,
-            kBuildsStoreTiles<In, Out, kARowMajor, kBRowMajor>>(
-            args, ld, choice,
-            "OVERLAP_OPS_SM90_STORE_TILE is built only for bf16 -> bf16 and "
-            "fp16 -> fp16 calls grouped along K (wgrad: column-major A, "
-            "row-major B); this call reaches the large config otherwise");
+    } else if constexpr (kRowGroupedConfigs) {
+      if (choice.store_tile_cols == 0) {
+        return run_grouped_gemm<Gemm<LargeSoloTileConfig>>(args, ld, choice);
       }
-      return run_grouped_gemm<Large>(args, ld, choice);
+    }
+    return kNotBuilt;
   }
-}
+
+  static const char* run(const LaunchArgs& args, const LeadingDims& ld,
+                         const TileChoice& choice) {
+    switch (choice.config) {
+      case TileConfig::kSmall:
+        return run_grouped_gemm<Gemm<SmallTileConfig>>(args, ld, choice);
+      case TileConfig::kMedium:
+        return run_grouped_gemm<Gemm<MediumTileConfig>>(args, ld, choice);
+      case TileConfig::kLargeSolo:
+        return run_large_solo(args, ld, choice);
+      case TileConfig::kWide:
+        // 16-bit row-grouped calls only.
+        if constexpr (!kTf32 && kRowGroupedConfigs) {
+          return run_grouped_gemm<Gemm<WideTileConfig>>(args, ld, choice);
+        } else {
+          return kNotBuilt;
+        }
+      default:
+        return run_large(args, ld, choice);
+    }
+  }
+};
 
 template <typename In, typename Out, bool kARowMajor, bool kBRowMajor>
 const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
                      TileChoice choice) {
-  if constexpr (std::is_same_v<In, float>) {
-    if (choice.tf32_short_k) {
-      return run_tile_config<In, Out, kARowMajor, kBRowMajor, HalfK>(
-          args, ld, choice);
-    }
-  }
-  return run_tile_config<In, Out, kARowMajor, kBRowMajor, SameK>(
-      args, ld, choice);
+  return UnitKernels<In, Out, kARowMajor, kBRowMajor>::run(args, ld, choice);
 }
 
-#define OVERLAP_OPS_SM90_INSTANTIATE(In, Out, ARow, BRow)            \
+#define GROUPED_MM_SM90_INSTANTIATE(In, Out, ARow, BRow)            \
   template const char* run_sm90<In, Out, ARow, BRow>(               \
       const LaunchArgs&, const LeadingDims&, TileChoice);
 

@@ -2,8 +2,7 @@
 
 // TF32 grouped GEMM on Hopper that reads N-major (row-major) weights as they
 // are, without the transposing copy the K-major kernels need (the default
-// for row-major activations, GroupedMMTf32Route.h;
-// docs/tf32-mn-major-mainloop.md).
+// for row-major activations, GroupedMMTf32Route.h).
 //
 // TF32 WGMMA reads only K-major operands from shared memory, but its A
 // operand may come from registers, loaded from shared memory in any layout.
@@ -28,19 +27,15 @@
 
 namespace at::native::grouped_mm::sm90 {
 
-// large_solo with the short K tile, as the K-major TF32 kernels run it:
-// 128 weight rows x 256 tokens x 32 floats (four stages), no cluster,
-// cooperative.
+// large_solo as the K-major TF32 kernels run it (HalfK): 128 weight rows x
+// 256 tokens x 32 floats (four stages), no cluster, cooperative.
 using Tf32MnBTileConfig = HalfK<LargeSoloTileConfig>;
 
 // Half the token tile, for groups of at most 128 rows on average, where
-// the 256-token tile is mostly padding: the default there
-// (tf32_mn_b_narrow_wins; 0.72-0.93x the time of the route before it,
-// results/tf32/2026-12-01a-narrow; past 96 rows per group it runs the
-// groups of at most 128 rows of a token split), or pinned by
-// OVERLAP_OPS_SM90_TILE=medium. Cooperative like the 256-token tile (the
-// mainloop's TiledMma splits the 128 weight rows between two consumer
-// warp groups).
+// the 256-token tile is mostly padding (tf32_mn_b_narrow_wins; past 96 rows
+// per group it runs the small groups of a token split). Cooperative like
+// the 256-token tile (the mainloop's TiledMma splits the 128 weight rows
+// between two consumer warp groups).
 struct Tf32MnBNarrowTileConfig {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_32>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -48,18 +43,11 @@ struct Tf32MnBNarrowTileConfig {
   using EpilogueSchedule = LargeSoloTileConfig::EpilogueSchedule;
 };
 
-// The default tile on 2-CTA clusters along the weight rows: the two CTAs
+// The 256-token tile on 2-CTA clusters along the weight rows: the two CTAs
 // share each token tile through TMA multicast, halving that operand's
-// reads from L2. TF32 moves twice the bytes per FLOP of 16-bit, and
-// stock's per-group cuBLAS kernels (same 128x256x32 tile) run 1.1-1.3x
-// faster than ours on the large rows (results/NOTES.md, eleventh
-// session); a cluster is one difference to test. Over the whole suite it
-// did not win (0.99x the time of the 256-token tile in geometric mean,
-// results/tf32/2026-12-01a-narrow), but from 1024 to 2047 rows per group
-// it is the default on the H200 (tf32_mn_b_cluster_wins,
-// GroupedMMTileChoice.h); OVERLAP_OPS_SM90_TILE=large pins it. A group
-// whose weight-row tile count is odd gets one idle CTA (gpt_oss_120b_w13:
-// 45 tiles).
+// reads from L2, where TF32's bytes per FLOP make them count
+// (tf32_mn_b_cluster_wins, GroupedMMTileChoice.h). A group whose weight-row
+// tile count is odd gets one idle CTA.
 using Tf32MnBClusterTileConfig = HalfK<LargeTileConfig>;
 
 // The CUTLASS pointer-array mainloop this one extends. Its own mma() (both

@@ -1,14 +1,12 @@
 #pragma once
 
-// The Hopper group tile scheduler with the chunked tile order of
-// GroupedMMTileOrder.h (chosen by tile_chunk_for in GroupedMMTileChoice.h).
-// CUTLASS's
-// pointer-array cooperative kernel accepts only its group scheduler tag,
-// so the chunked scheduler is selected by the problem-shape type instead:
-// ChunkedGroupProblemShape is CUTLASS's GroupProblemShape plus the chunk,
-// and TileSchedulerSelector is specialised for it below. Kernels built
-// with the plain GroupProblemShape are unchanged. Included by
-// GroupedMMSm90.cuh only.
+// The Hopper group tile scheduler with the chunked tile order and launch
+// windows of GroupedMMTileOrder.h. CUTLASS's pointer-array cooperative
+// kernel accepts only its group scheduler tag, so the chunked scheduler is
+// selected by the problem-shape type instead: ChunkedGroupProblemShape is
+// CUTLASS's GroupProblemShape plus the chunk and the window, and
+// TileSchedulerSelector is specialised for it below. Kernels built with the
+// plain GroupProblemShape are unchanged. Included by GroupedMMSm90.cuh only.
 
 #include <ATen/native/cuda/GroupedMMTileOrder.h>
 
@@ -27,18 +25,12 @@ namespace at::native::grouped_mm::sm90 {
 // GroupProblemShape with the number of consecutive tiles each CTA takes
 // (chunked_tile_index); the scheduler reads it from its copy of the
 // problem shape in its parameters, so one kernel serves every chunk.
-// tile_counter, when set (OVERLAP_OPS_SM90_SCHEDULER=dynamic, chunk 1 and
-// one-CTA clusters only), makes the walk dynamic: see
-// ChunkedGroupTileScheduler::advance_to_next_work.
 struct ChunkedGroupProblemShape
     : cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>> {
   int32_t tile_chunk = 1;
-  // Zero at the launch (the host sets it before each call).
-  uint32_t* tile_counter = nullptr;
   // The linear tile indices [window_begin, window_end) this launch runs
   // (windowed launches, launch_windows in GroupedMMTileOrder.h; the host
-  // sets them in a copy of the built parameters per launch). Static walk
-  // only: the host refuses windows with a tile counter.
+  // sets them in a copy of the built parameters per launch).
   uint64_t window_begin = 0;
   uint64_t window_end = ~uint64_t(0);
 };
@@ -76,11 +68,6 @@ class ChunkedGroupTileScheduler
         uint64_t(params.cluster_shape_.m()) * params.cluster_shape_.n();
     const int32_t chunk = params.problem_shapes_.tile_chunk;
     chunk_ = chunk > 1 ? uint64_t(chunk) : 1;
-    // The host allows the dynamic walk only with these; a kernel given a
-    // counter otherwise keeps the static walk rather than lose tiles.
-    if (chunk_ == 1 && cluster_ctas_ == 1) {
-      tile_counter_ = params.problem_shapes_.tile_counter;
-    }
     window_begin_ = params.problem_shapes_.window_begin;
     window_end_ = params.problem_shapes_.window_end;
 #endif
@@ -91,40 +78,13 @@ class ChunkedGroupTileScheduler
     return work_at(index_at(0));
   }
 
-  // As CUTLASS's, with the chunked index; or, with a tile counter, the
-  // dynamic walk. Why dynamic: in the static walk CTA i takes tiles i,
-  // i + P, i + 2P, ... whatever the others do, so CTAs on slower SMs fall
-  // behind by a growing margin over a long call, and tiles sharing an
-  // operand run at different times: the L2 has evicted the operand by
-  // the second read (results/fp16_vs_cublas: 6.8-12.2 GB of DRAM reads
-  // against 5.1 GB launched per group, mixtral_8x7b_w2 fwd). Dynamic:
-  // each CTA's first kPipelineStages turns keep the static indices, later
-  // turns take the next index after kPipelineStages * P from the counter
-  // once the pipeline has a free slot. The pipeline's kPipelineStages
-  // slots start empty, so the first claim happens at launch; each later
-  // claim when the CTA finishes the tile about kPipelineStages turns
-  // earlier. So a CTA runs at most ~kPipelineStages tiles ahead of its
-  // claims: drift is bounded by what builds up over that many tiles
-  // instead of growing over the whole call. Each CTA's indices still
-  // increase, as the group search needs. The whole warp calls this (the
+  // As CUTLASS's, with the chunked index. The whole warp calls this (the
   // group search uses every lane).
   template <typename Pipeline, typename PipelineState>
   CUTLASS_DEVICE auto advance_to_next_work(Pipeline& pipeline,
                                            PipelineState producer_state,
                                            uint32_t advance_count = 1) {
     step_ += advance_count;
-    if (tile_counter_ != nullptr && step_ >= kPipelineStages) {
-      pipeline.producer_acquire(producer_state);
-      uint32_t claimed = 0;
-      if (cutlass::canonical_lane_idx() == 0) {
-        claimed = atomicAdd(tile_counter_, 1u);
-      }
-      claimed = __shfl_sync(0xffffffff, claimed, 0);
-      auto work_tile = this->get_current_work_for_linear_idx(
-          uint64_t(kPipelineStages) * grid_ctas_ + claimed);
-      publish(pipeline, producer_state, work_tile);
-      return cute::make_tuple(work_tile, true);
-    }
     auto work_tile = work_at(index_at(step_));
     pipeline.producer_acquire(producer_state);
     publish(pipeline, producer_state, work_tile);
@@ -167,7 +127,6 @@ class ChunkedGroupTileScheduler
   uint64_t step_ = 0;
   uint64_t window_begin_ = 0;
   uint64_t window_end_ = ~uint64_t(0);
-  uint32_t* tile_counter_ = nullptr;
 };
 
 }  // namespace at::native::grouped_mm::sm90

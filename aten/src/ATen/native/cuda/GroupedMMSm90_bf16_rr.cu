@@ -2,5 +2,5 @@
 #include <ATen/native/cuda/GroupedMMSm90.cuh>
 
 namespace at::native::grouped_mm::sm90 {
-OVERLAP_OPS_SM90_INSTANTIATE(c10::BFloat16, c10::BFloat16, true, true)
+GROUPED_MM_SM90_INSTANTIATE(c10::BFloat16, c10::BFloat16, true, true)
 }  // namespace at::native::grouped_mm::sm90

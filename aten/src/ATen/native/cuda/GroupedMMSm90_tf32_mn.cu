@@ -7,9 +7,8 @@ namespace at::native::grouped_mm::sm90 {
 
 const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
                                TileChoice choice) {
-  // Windowed launches (TileChoice::launch_waves; the TF32 default from
-  // 2048 rows per group) run the chunked problem shape's kernel, built on
-  // this tile only.
+  // Windowed launches (TileChoice::launch_waves) run the chunked problem
+  // shape's kernel, built on this tile only.
   if (choice.launch_waves > 0) {
     return run_grouped_gemm<
         GroupedGemmTf32MnB<TileChunked<Tf32MnBTileConfig>>>(args, ld, choice);

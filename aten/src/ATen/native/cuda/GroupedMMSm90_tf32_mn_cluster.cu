@@ -1,7 +1,6 @@
 // TF32 with N-major weights read as they are, on 2-CTA clusters
-// (Tf32MnBClusterTileConfig, the default from 1024 to 2047 rows per
-// group): its own file so it compiles
-// in parallel with the other instantiations.
+// (Tf32MnBClusterTileConfig): its own file so it compiles in parallel with
+// the other instantiations.
 #include <ATen/native/cuda/GroupedMMSm90Tf32MnB.cuh>
 
 namespace at::native::grouped_mm::sm90 {

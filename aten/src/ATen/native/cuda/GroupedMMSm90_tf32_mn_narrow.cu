@@ -1,7 +1,6 @@
 // TF32 with N-major weights read as they are, on the narrow token tile
-// (Tf32MnBNarrowTileConfig: the default up to 96 rows per group, and the
-// small groups' half of a token split): its own file so it compiles in
-// parallel with the other instantiations.
+// (Tf32MnBNarrowTileConfig, also the small groups' half of a token split):
+// its own file so it compiles in parallel with the other instantiations.
 #include <ATen/native/cuda/GroupedMMSm90Tf32MnB.cuh>
 #include <ATen/native/cuda/GroupedMMTf32Route.h>
 

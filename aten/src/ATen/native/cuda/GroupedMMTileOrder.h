@@ -1,17 +1,16 @@
 #pragma once
 
 // The order in which a persistent CTA takes the output tiles of a grouped
-// call (tile_chunk_for in GroupedMMTileChoice.h picks the chunk;
-// OVERLAP_OPS_SM90_TILE_CHUNK pins it). Plain arithmetic, so the CPU tests
-// check it through a private op of the extension; the Hopper tile
-// scheduler (GroupedMMSm90TileScheduler.cuh) applies it on the device.
+// call (tile_chunk_for in GroupedMMTileChoice.h picks the chunk), and the
+// windows of windowed launches. Plain arithmetic, so it is testable on the
+// CPU; the Hopper tile scheduler (GroupedMMSm90TileScheduler.cuh) applies
+// it on the device.
 //
 // CUTLASS's group scheduler gives the CTA at linear index `first` the
 // tiles first, first + P, first + 2P, ... of all groups' tiles laid end to
 // end (P CTAs in the grid). When a group has fewer tiles than P, every
 // step lands in another group, and each change of group rewrites the
-// TMA descriptors of A, B and D before the tile can start: about 0.9 us a
-// switch on qwen3_decode's wgrad (results/tiles/2026-12-02-group-switch).
+// TMA descriptors of A, B and D before the tile can start.
 // The chunked order keeps the same tiles but hands each CTA `chunk`
 // consecutive ones at a time: super-block s holds P * chunk tiles, and the
 // CTA takes its own `chunk` of them. The CTAs of one cluster keep adjacent
@@ -43,14 +42,12 @@ C10_HOST_DEVICE constexpr uint64_t chunked_tile_index(
   return cluster_index * cluster_ctas + offset;
 }
 
-// Windowed launches (TileChoice::launch_waves, an experiment): the call's
-// tiles split into consecutive windows of the linear index, one launch of
-// the same kernel per window, so every launch starts its CTAs in step.
-// Why: in one persistent launch the CTAs drift apart over tens of waves,
-// tiles that share an operand panel read it at different times, and the
-// L2 has lost it by the second read (7-12 GB of DRAM traffic against 5.1
-// GB launched per group, mixtral_8x7b_w2 fwd; results/fp16_vs_cublas). At
-// the power limit those bytes cost SM clock.
+// Windowed launches (TileChoice::launch_waves): the call's tiles split
+// into consecutive windows of the linear index, one launch of the same
+// kernel per window, so every launch starts its CTAs in step. Why: in one
+// persistent launch the CTAs drift apart over tens of waves, tiles that
+// share an operand panel read it at different times, and the L2 has lost
+// it by the second read; at the power limit those DRAM bytes cost clock.
 //
 // An upper bound on a call's output tiles from what the host knows: each
 // group's count along the grouped rows is rounded up to whole tiles and to

@@ -1,8 +1,8 @@
-// Registers private overlap_ops ops that expose the Hopper TF32 route
-// (aten/src/ATen/native/cuda/GroupedMMTf32Route.h), the direct read's token
-// tile rules (there and in GroupedMMTileChoice.h) and the padded K layout
-// of its 2d x 2d copies (GroupedMMPaddedK.h) to the CPU tests. This file
-// only routes to aten/; the rules live there.
+// Test-only ops (namespace overlap_ops_testing) that expose the Hopper TF32
+// route (aten/src/ATen/native/cuda/GroupedMMTf32Route.h), the direct read's
+// token tile rules (there and in GroupedMMTileChoice.h) and the padded K
+// layout of its 2d x 2d copies (GroupedMMPaddedK.h) to the CPU tests. This
+// file only routes to aten/; the rules live there.
 
 #include <ATen/native/cuda/GroupedMMPaddedK.h>
 #include <ATen/native/cuda/GroupedMMTf32Route.h>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace overlap_ops {
+namespace overlap_ops::testing {
 namespace {
 
 // The rows-per-group rules' arguments: a call's total rows and its groups.
@@ -46,7 +46,7 @@ std::string hopper_tf32_family(
 }
 
 // Whether a row-grouped call with row-major weights runs the swapped
-// Hopper kernel that reads them as they are (by default), for `rows` rows
+// Hopper kernel that reads them as they are, for `rows` rows
 // in `groups` groups and A of the given major.
 bool tf32_mn_b_direct_wins(int64_t rows, int64_t groups, bool a_row_major) {
   check_rows_and_groups(rows, groups);
@@ -67,7 +67,7 @@ bool tf32_mn_b_token_split_wins(int64_t rows, int64_t groups) {
   return at::native::grouped_mm::tf32_mn_b_token_split_wins(rows, groups);
 }
 
-// Whether its 256-token tiles run on 2-CTA clusters by default
+// Whether its 256-token tiles run on 2-CTA clusters
 // (tf32_mn_b_cluster_wins) on a device of this peak DRAM bandwidth.
 bool sm90_tf32_mn_b_cluster(int64_t rows, int64_t groups,
                             double dram_bytes_per_second) {
@@ -106,24 +106,25 @@ std::vector<int64_t> tf32_padded_k_layout(
 }
 
 }  // namespace
-}  // namespace overlap_ops
+}  // namespace overlap_ops::testing
 
-TORCH_LIBRARY_FRAGMENT(overlap_ops, m) {
-  m.def("_hopper_tf32_family(bool grouped_along_k, int m, int k, int n, "
+TORCH_LIBRARY_FRAGMENT(overlap_ops_testing, m) {
+  namespace t = overlap_ops::testing;
+  m.def("hopper_tf32_family(bool grouped_along_k, int m, int k, int n, "
         "int groups, bool transpose_a, bool transpose_b) -> str",
-        &overlap_ops::hopper_tf32_family);
-  m.def("_tf32_mn_b_direct_wins(int rows, int groups, "
+        &t::hopper_tf32_family);
+  m.def("tf32_mn_b_direct_wins(int rows, int groups, "
         "bool a_row_major=True) -> bool",
-        &overlap_ops::tf32_mn_b_direct_wins);
-  m.def("_tf32_mn_b_narrow_wins(int rows, int groups) -> bool",
-        &overlap_ops::tf32_mn_b_narrow_wins);
-  m.def("_tf32_mn_b_token_split_wins(int rows, int groups) -> bool",
-        &overlap_ops::tf32_mn_b_token_split_wins);
-  m.def("_sm90_tf32_mn_b_cluster(int rows, int groups, "
+        &t::tf32_mn_b_direct_wins);
+  m.def("tf32_mn_b_narrow_wins(int rows, int groups) -> bool",
+        &t::tf32_mn_b_narrow_wins);
+  m.def("tf32_mn_b_token_split_wins(int rows, int groups) -> bool",
+        &t::tf32_mn_b_token_split_wins);
+  m.def("sm90_tf32_mn_b_cluster(int rows, int groups, "
         "float dram_bytes_per_second) -> bool",
-        &overlap_ops::sm90_tf32_mn_b_cluster);
-  m.def("_tf32_k_group_pad(int tokens, int groups) -> int",
-        &overlap_ops::tf32_k_group_pad);
-  m.def("_tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
-        &overlap_ops::tf32_padded_k_layout);
+        &t::sm90_tf32_mn_b_cluster);
+  m.def("tf32_k_group_pad(int tokens, int groups) -> int",
+        &t::tf32_k_group_pad);
+  m.def("tf32_padded_k_layout(int[] sizes, int pad) -> int[]",
+        &t::tf32_padded_k_layout);
 }
