@@ -155,7 +155,7 @@ AA_LABEL = "again"
 
 def _variant(text: str) -> tuple[str, dict[str, str]]:
     """argparse type: LABEL:NAME=VALUE[,NAME=VALUE...], a column of ours
-    run with that environment (e.g. medium:OVERLAP_OPS_SM90_TILE=medium)."""
+    run with that environment (e.g. sm80:OVERLAP_OPS_GROUPED_MM_BACKEND=sm80)."""
     label, sep, rest = text.partition(":")
     if not sep or not label.replace("_", "").replace("-", "").isalnum():
         raise argparse.ArgumentTypeError(
