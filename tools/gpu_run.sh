@@ -9,8 +9,8 @@
 #   saveext   packs the installed extension into $OUT/ext.tgz; carried back
 #             as .ext/ext.tgz, `loadext` installs it instead of `build`
 #             (same sources and torch only: the caller's responsibility)
-#   test      every test file (CPU and CUDA tests; TEST_ARGS adds pytest
-#             arguments, e.g. -k "cuda or CUDA")
+#   test      every test file (CPU and CUDA tests; TEST_K narrows them as
+#             pytest -k does, e.g. TEST_K="cuda or CUDA")
 #   sanitize  compute-sanitizer memcheck over the CUDA grouped-mm tests,
 #             once per backend (SANITIZE_BACKENDS, default "auto sm80 generic")
 #   bench     tools/bench/bench_grouped_mm.py $BENCH_ARGS
@@ -74,7 +74,7 @@ for stage in "$@"; do
       ;;
     test)
       # -rs names every skip, so a skipped GPU check cannot pass for a run.
-      timeout "$(left)" python3 -m pytest -q -rs test ${TEST_ARGS:-} 2>&1 \
+      timeout "$(left)" python3 -m pytest -q -rs test -k "${TEST_K:-not nothing}" 2>&1 \
         | tee "$WORK/test.log" | tail -30
       ;;
     sanitize)
