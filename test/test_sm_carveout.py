@@ -388,6 +388,18 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
 
     @needs_extension
     @onlyCPU
+    @parametrize("k_a, k_b", [(16, 16), (1, 2)])
+    def test_two_caller_streams_do_not_wait_on_each_other(self, device, k_a,
+                                                          k_b):
+        # On a 132-SM part with 8-SM partitions, k = 1 and k = 2 leave the
+        # same 128-SM partition: the cache may share it, never the stream.
+        waits = _testing.two_caller_streams_scenario(
+            k_a, k_b, total_sms=132, min_partition=8, alignment=8)
+        self.assertEqual(waits, (0, 0),
+                         msg="(B items A waited on, A items B waited on)")
+
+    @needs_extension
+    @onlyCPU
     def test_green_stream_cache_capture_passes_through(self, device):
         # Documented choice (CarveoutStreamCache.h): under capture the GEMM
         # stays on the capturing stream; a bad k still raises.

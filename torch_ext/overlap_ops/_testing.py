@@ -163,6 +163,24 @@ def green_context_stream_scenario(
         total_sms, min_partition, alignment))
 
 
+def two_caller_streams_scenario(k_a: int, k_b: int, *, total_sms: int,
+                                min_partition: int,
+                                alignment: int) -> tuple[int, int]:
+    """Two caller streams A and B run carveout GEMMs (A with ``k_a``, B with
+    ``k_b``) through one cache on a double that models stream and event
+    order, with work queued between each fork and join and long work queued
+    on B before its GEMMs; some calls interleave. Streams are restricted as
+    the CUDA green-context backend does.
+
+    Returns:
+        (B's work items that A's work waited for, A's items that B's work
+        waited for): (0, 0) when neither caller stream orders the other.
+    """
+    a_on_b, b_on_a = _ops.two_caller_streams_scenario(
+        k_a, k_b, total_sms, min_partition, alignment)
+    return int(a_on_b), int(b_on_a)
+
+
 # ---------------------------------------------------------------------------
 # Checked offsets (aten/src/ATen/native/GroupedMMValidation.h)
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -200,6 +201,101 @@ void check_scenario(const CarveoutScenario& scenario) {
       "carveout scenario: restriction must be set");
 }
 
+
+// ---------------------------------------------------------------------------
+// A double that models stream and event semantics, for the two-caller test
+// ---------------------------------------------------------------------------
+
+// Work items are numbered in the order they are queued. A stream carries the
+// items that must finish before the next one queued on it may start; the
+// set is transitively closed, because items only ever join it through a
+// stream's own queue or through an event recorded on another stream.
+struct ModelStream {
+  std::set<int64_t> after;
+};
+
+struct ModelEvent {
+  std::set<int64_t> after;  // the recording stream's set at the record
+};
+
+class StreamModelBackend final : public CarveoutStreamBackend {
+ public:
+  explicit StreamModelBackend(CarveoutRestriction restriction)
+      : restriction_(std::move(restriction)) {}
+
+  void check_carveout(c10::DeviceIndex /*device*/, int64_t carveout)
+      override {
+    (void)restriction_(carveout);
+  }
+
+  CarveoutStream create_restricted_stream(
+      c10::DeviceIndex /*device*/,
+      int64_t carveout) override {
+    (void)restriction_(carveout);
+    return new ModelStream;
+  }
+
+  CarveoutEvent create_event(
+      c10::DeviceIndex /*device*/,
+      CarveoutStream /*owner*/) override {
+    return new ModelEvent;
+  }
+
+  void record(CarveoutEvent event, CarveoutStream stream) override {
+    static_cast<ModelEvent*>(event)->after =
+        static_cast<ModelStream*>(stream)->after;
+  }
+
+  void wait(CarveoutStream stream, CarveoutEvent event) override {
+    const auto& after = static_cast<ModelEvent*>(event)->after;
+    static_cast<ModelStream*>(stream)->after.insert(after.begin(),
+                                                    after.end());
+  }
+
+  bool is_capturing(CarveoutStream /*stream*/) override {
+    return false;
+  }
+
+  void destroy_stream(
+      c10::DeviceIndex /*device*/, CarveoutStream stream) noexcept override {
+    delete static_cast<ModelStream*>(stream);
+  }
+
+  void destroy_event(
+      c10::DeviceIndex /*device*/, CarveoutEvent event) noexcept override {
+    delete static_cast<ModelEvent*>(event);
+  }
+
+ private:
+  CarveoutRestriction restriction_;
+};
+
+// Queues work items and remembers, per caller, every item its work had to
+// wait for.
+class TwoCallerWorkLog {
+ public:
+  void queue(CarveoutStream stream, int64_t caller) {
+    auto& after = static_cast<ModelStream*>(stream)->after;
+    waited_on_[caller].insert(after.begin(), after.end());
+    const auto item = static_cast<int64_t>(caller_of_.size());
+    caller_of_.push_back(caller);
+    after.insert(item);
+  }
+
+  // Items of the other caller that `caller`'s work waited for.
+  int64_t foreign_items(int64_t caller) const {
+    int64_t count = 0;
+    for (const int64_t item : waited_on_[caller]) {
+      count += caller_of_[item] != caller ? 1 : 0;
+    }
+    return count;
+  }
+
+ private:
+  std::vector<int64_t> caller_of_;
+  std::set<int64_t> waited_on_[2];
+};
+
 }  // namespace
 
 CarveoutScenarioCounts run_carveout_stream_scenario(
@@ -266,6 +362,47 @@ std::vector<int64_t> carveout_scenario_counts_as_list(
           counts.waits, counts.streams_destroyed, counts.events_destroyed,
           counts.cache_entries, counts.forks, counts.pass_through,
           counts.wrong_stream, counts.ordering_violations};
+}
+
+std::vector<int64_t> run_two_caller_streams_scenario(
+    int64_t carveout_a,
+    int64_t carveout_b,
+    const CarveoutRestriction& restriction) {
+  constexpr int64_t kA = 0;
+  constexpr int64_t kB = 1;
+  constexpr c10::DeviceIndex kDevice = 0;
+  CarveoutStreamCache cache(std::make_unique<StreamModelBackend>(restriction));
+  ModelStream caller_a;
+  ModelStream caller_b;
+  TwoCallerWorkLog log;
+  // One carveout GEMM of `caller`: fork, queue the GEMM, join.
+  auto gemm = [&](int64_t caller, ModelStream& current, int64_t k) {
+    CarveoutStreamScope scope(cache, kDevice, k, &current);
+    log.queue(scope.stream(), caller);
+    scope.join();
+  };
+
+  gemm(kA, caller_a, carveout_a);
+  // B waits on a collective, then runs a GEMM.
+  log.queue(&caller_b, kB);
+  gemm(kB, caller_b, carveout_b);
+  gemm(kA, caller_a, carveout_a);
+
+  // Interleaved: both forked at once, B's collective and GEMM queued while
+  // A's GEMM is between its fork and join.
+  CarveoutStreamScope fork_a(cache, kDevice, carveout_a, &caller_a);
+  log.queue(fork_a.stream(), kA);
+  log.queue(&caller_b, kB);
+  CarveoutStreamScope fork_b(cache, kDevice, carveout_b, &caller_b);
+  log.queue(fork_b.stream(), kB);
+  fork_a.join();
+  fork_b.join();
+
+  log.queue(&caller_a, kA);  // A's next op after its join
+  gemm(kB, caller_b, carveout_b);
+  gemm(kA, caller_a, carveout_a);
+  log.queue(&caller_b, kB);
+  return {log.foreign_items(kA), log.foreign_items(kB)};
 }
 
 }  // namespace overlap_ops::testing

@@ -59,6 +59,19 @@ CarveoutScenarioCounts run_carveout_stream_scenario(
     const CarveoutScenario& scenario);
 
 std::vector<std::string> carveout_scenario_field_names();
+
+// Two caller streams, A and B, drive one cache on a double that models
+// stream and event semantics (each stream carries the set of work items
+// that must finish before its next item starts). Work is queued between
+// each fork and its join, and B queues long work (a collective) before its
+// fork; some calls interleave. Returns {B's items that A's work waits on,
+// A's items that B's work waits on}: both 0 when neither caller stream
+// orders the other through a restricted stream. A uses carveout_a, B
+// carveout_b.
+std::vector<int64_t> run_two_caller_streams_scenario(
+    int64_t carveout_a,
+    int64_t carveout_b,
+    const CarveoutRestriction& restriction);
 std::vector<int64_t> carveout_scenario_counts_as_list(
     const CarveoutScenarioCounts& counts);
 

@@ -123,6 +123,20 @@ std::vector<int64_t> green_context_stream_scenario(
       });
 }
 
+// Two caller streams on the stream-semantics double, with streams
+// restricted as the CUDA green-context backend does.
+std::vector<int64_t> two_caller_streams_scenario(
+    int64_t k_a,
+    int64_t k_b,
+    int64_t total_sms,
+    int64_t min_partition,
+    int64_t alignment) {
+  return run_two_caller_streams_scenario(k_a, k_b, [=](int64_t k) {
+    return std::vector<int64_t>{at::cuda::green_context_sm_count(
+        total_sms, k, min_partition, alignment)};
+  });
+}
+
 }  // namespace
 }  // namespace overlap_ops::testing
 
@@ -153,6 +167,9 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops_testing, m) {
         "bool capturing, int total_sms, int min_partition, int alignment) "
         "-> int[]",
         &t::green_context_stream_scenario);
+  m.def("two_caller_streams_scenario(int k_a, int k_b, int total_sms, "
+        "int min_partition, int alignment) -> int[]",
+        &t::two_caller_streams_scenario);
   m.def("stream_scenario_fields() -> str[]",
         &t::carveout_scenario_field_names);
 }
