@@ -4,6 +4,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace at::cuda {
 
 // One restricted stream and its two events; destroyed when the cache drops
@@ -33,6 +35,11 @@ struct CarveoutStreamEntry {
     }
   }
 };
+
+bool CarveoutStreamCache::Key::operator==(const Key& other) const {
+  return device == other.device && partition == other.partition &&
+      caller == other.caller;
+}
 
 CarveoutStreamCache::CarveoutStreamCache(
     std::unique_ptr<CarveoutStreamBackend> backend,
@@ -73,14 +80,11 @@ std::shared_ptr<CarveoutStreamEntry> CarveoutStreamCache::create_entry(
 
 std::shared_ptr<CarveoutStreamEntry>
 CarveoutStreamCache::evict_least_recently_used() {
-  auto oldest = entries_.begin();
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->second.last_use < oldest->second.last_use) {
-      oldest = it;
-    }
-  }
-  std::shared_ptr<CarveoutStreamEntry> evicted =
-      std::move(oldest->second.entry);
+  auto oldest = std::min_element(
+      entries_.begin(), entries_.end(), [](const Slot& a, const Slot& b) {
+        return a.last_use < b.last_use;
+      });
+  std::shared_ptr<CarveoutStreamEntry> evicted = std::move(oldest->entry);
   entries_.erase(oldest);
   return evicted;
 }
@@ -94,10 +98,12 @@ std::shared_ptr<CarveoutStreamEntry> CarveoutStreamCache::entry_for(
   std::shared_ptr<CarveoutStreamEntry> evicted;
   std::lock_guard<std::mutex> lock(mutex_);
   const Key key{device, partition, current};
-  auto found = entries_.find(key);
+  auto found = std::find_if(
+      entries_.begin(), entries_.end(),
+      [&key](const Slot& slot) { return slot.key == key; });
   if (found != entries_.end()) {
-    found->second.last_use = ++clock_;
-    return found->second.entry;
+    found->last_use = ++clock_;
+    return found->entry;
   }
   // Created under the map lock, so a key is created once; that happens
   // once per key until it is evicted.
@@ -106,7 +112,7 @@ std::shared_ptr<CarveoutStreamEntry> CarveoutStreamCache::entry_for(
   if (entries_.size() >= max_entries_) {
     evicted = evict_least_recently_used();
   }
-  entries_.emplace(key, Slot{entry, ++clock_});
+  entries_.push_back(Slot{key, entry, ++clock_});
   return entry;
 }
 

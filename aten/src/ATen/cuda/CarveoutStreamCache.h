@@ -46,11 +46,10 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <tuple>
 #include <utility>
+#include <vector>
 
 namespace at::cuda {
 
@@ -140,8 +139,14 @@ class CarveoutStreamCache {
   size_t size() const;
 
  private:
-  using Key = std::tuple<c10::DeviceIndex, int64_t, CarveoutStream>;
+  struct Key {
+    c10::DeviceIndex device = 0;
+    int64_t partition = 0;
+    CarveoutStream caller = nullptr;
+    bool operator==(const Key& other) const;
+  };
   struct Slot {
+    Key key;
     std::shared_ptr<CarveoutStreamEntry> entry;
     uint64_t last_use = 0;  // for least-recently-used eviction
   };
@@ -158,7 +163,9 @@ class CarveoutStreamCache {
   std::unique_ptr<CarveoutStreamBackend> backend_;
   const size_t max_entries_;
   mutable std::mutex mutex_;  // guards entries_ and clock_
-  std::map<Key, Slot> entries_;
+  // A short list (max_entries), searched linearly: a lookup is a few
+  // dozen compares, and eviction scans it for the oldest entry anyway.
+  std::vector<Slot> entries_;
   uint64_t clock_ = 0;
 };
 
