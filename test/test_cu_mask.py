@@ -268,6 +268,97 @@ class TestSMCarveoutUnits(TestCase):
             _testing.rocm_sm_carveout_cu_mask(96, 5, 4, 1, True)
 
 
+_MULTI_XCC_PARTS = [p for p in _PARTS if p.num_xcc > 1]
+
+
+def _xcc_round_mask(part: _Part, k: int) -> list[int]:
+    """The mask of the XCC-granular option for a carveout of k SMs: the
+    enabled count from the C++ rule, the mask for that count."""
+    enabled = _testing.rocm_sm_carveout_enabled_cus(
+        part.total_cus, part.cus_per_sm, k, part.num_xcc, part.wgp_pairs,
+        whole_xcc_rounds=True)
+    return _testing.rocm_cu_mask_enabling(part.total_cus, enabled)
+
+
+@needs_extension
+class TestXccRoundCarveout(TestCase):
+    """The XCC-granular option, against the simulator, for every k."""
+
+    @parametrize("part", _MULTI_XCC_PARTS, name_fn=_part_name)
+    def test_every_xcc_keeps_the_same_cus_every_k(self, part: _Part) -> None:
+        bad = {}
+        for k in range(part.sms):
+            occ = _simulate(_xcc_round_mask(part, k), part)
+            free = part.total_cus - sum(occ.per_xcc)
+            rounds = -(-k // part.num_xcc)
+            # Whole rounds of num_xcc CUs free, at least k, fewer than
+            # k + num_xcc; one round stays enabled when none would be.
+            wanted_free = min(rounds * part.num_xcc,
+                              part.total_cus - part.num_xcc)
+            problems = []
+            if len(set(occ.per_xcc)) != 1:
+                problems.append(f"unequal XCCs {occ.per_xcc}")
+            if free != wanted_free:
+                problems.append(f"{free} CUs free, wants {wanted_free}")
+            if occ.bits_past_last_cu:
+                problems.append("bits past the last CU")
+            if problems:
+                bad[k] = problems
+        self.assertEqual(bad, {})
+
+    @parametrize("part", _MULTI_XCC_PARTS, name_fn=_part_name)
+    def test_free_cus_at_least_k_until_one_round_is_left(
+            self, part: _Part) -> None:
+        last_full = part.total_cus - part.num_xcc
+        for k in range(part.sms):
+            enabled = sum(_simulate(_xcc_round_mask(part, k), part).per_xcc)
+            if k <= last_full:
+                self.assertGreaterEqual(part.total_cus - enabled, k)
+            else:
+                self.assertEqual(enabled, part.num_xcc)
+
+    def test_mi300x_k4(self) -> None:
+        # The lowest-bits rule leaves 38,38,38,38,37,37,37,37; whole rounds
+        # free one CU per XCC.
+        per_xcc = _simulate(_sm_carveout_mask(_MI300X, 4), _MI300X).per_xcc
+        self.assertEqual(per_xcc, [38] * 4 + [37] * 4)
+        per_xcc = _simulate(_xcc_round_mask(_MI300X, 4), _MI300X).per_xcc
+        self.assertEqual(per_xcc, [37] * 8)
+
+    @parametrize("part", [_MI250X, _RX7900, _RX7900_WGP],
+                 name_fn=_part_name)
+    def test_single_xcc_parts_are_unchanged(self, part: _Part) -> None:
+        for k in range(part.sms):
+            self.assertEqual(_xcc_round_mask(part, k),
+                             _sm_carveout_mask(part, k))
+
+    def test_mask_enabling_rejects_zero(self) -> None:
+        with self.assertRaisesRegex(RuntimeError,
+                                    r"enabled must be in \[1, 304\]"):
+            _testing.rocm_cu_mask_enabling(304, 0)
+
+
+@needs_extension
+class TestHipblasltHint(TestCase):
+    """Whether the SM_COUNT_TARGET hint is set, from the library version
+    read at run time (major * 100000 + minor * 100 + patch)."""
+
+    @parametrize("version, takes", [
+        (100400, True),    # 1.4.0, the first with the attribute
+        (100401, True),
+        (100500, True),
+        (200000, True),
+        (100399, False),   # 1.3.99
+        (100300, False),
+        (1000, False),     # 0.10
+        (0, False),
+        (-1, False),       # the query failed: the mask alone
+    ])
+    def test_hint_decision(self, version: int, takes: bool) -> None:
+        self.assertEqual(_testing.hipblaslt_takes_sm_count_target(version),
+                         takes)
+
+
 @needs_extension
 class TestUpstreamCarveoutFormula(TestCase):
     """Regression tests: upstream's formula fails the contract we meet."""
@@ -358,6 +449,10 @@ class TestCUMaskErrors(TestCase):
             """build_cu_mask: with wgp_pairs, num_xcc must be 1 (no gfx10+ part has several XCCs), got num_xcc=2""")  # noqa: B950
 
 
+# More than any scenario here touches, so nothing is evicted.
+_NO_EVICTION = 10_000
+
+
 def _run_scenario(
     num_threads: int,
     calls_per_thread: int,
@@ -365,22 +460,37 @@ def _run_scenario(
     num_devices: int = 1,
     capturing: bool = False,
     part: _Part = _MI300X,
+    max_entries: int = _NO_EVICTION,
+    whole_xcc_rounds: bool = False,
 ) -> _testing.CarveoutScenarioCounts:
-    """Drives CarveoutStreamCache with the counting double from threads,
-    restricting streams with the CU mask of ``part``; see
-    ``_testing.cu_mask_stream_scenario``."""
+    """Drives CarveoutStreamCache with the counting double from threads
+    (one caller stream each), restricting streams with the CU mask of
+    ``part``; see ``_testing.cu_mask_stream_scenario``."""
     return _testing.cu_mask_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
         total_cus=part.total_cus, num_xcc=part.num_xcc,
-        wgp_pairs=part.wgp_pairs, cus_per_sm=part.cus_per_sm)
+        wgp_pairs=part.wgp_pairs, cus_per_sm=part.cus_per_sm,
+        max_entries=max_entries, whole_xcc_rounds=whole_xcc_rounds)
+
+
+def _enabled_cus(part: _Part, k: int, whole_xcc_rounds: bool = False) -> int:
+    return _testing.rocm_sm_carveout_enabled_cus(
+        part.total_cus, part.cus_per_sm, k, part.num_xcc, part.wgp_pairs,
+        whole_xcc_rounds)
 
 
 def _keys_used(num_threads: int, calls_per_thread: int,
-               carveouts: list[int], num_devices: int) -> set[tuple[int, int]]:
-    """The (device, k > 0) keys a scenario touches."""
-    return {((t + c) % num_devices, carveouts[(7 * t + c) % len(carveouts)])
-            for t in range(num_threads) for c in range(calls_per_thread)
-            if carveouts[(7 * t + c) % len(carveouts)] > 0}
+               carveouts: list[int], num_devices: int,
+               part: _Part = _MI300X) -> set[tuple[int, int, int]]:
+    """The (device, enabled CUs, caller thread) keys a scenario touches
+    (k > 0 only)."""
+    keys = set()
+    for t in range(num_threads):
+        for c in range(calls_per_thread):
+            k = carveouts[(7 * t + c) % len(carveouts)]
+            if k > 0:
+                keys.add(((t + c) % num_devices, _enabled_cus(part, k), t))
+    return keys
 
 
 @needs_extension
@@ -388,7 +498,7 @@ class TestCarveoutStreamCache(TestCase):
     """The masked-stream cache, on the CPU through a counting double."""
 
     @parametrize("num_threads", [1, 4, 16])
-    def test_streams_created_once_per_device_and_k(
+    def test_streams_created_once_per_partition_and_caller(
             self, num_threads: int) -> None:
         calls, carveouts, devices = 300, [0, 4, 8, 16, 33], 2
         counts = _run_scenario(num_threads, calls, carveouts, devices)
@@ -436,16 +546,49 @@ class TestCarveoutStreamCache(TestCase):
             _run_scenario(2, 3, [96], part=_RX7900)
 
     def test_wgp_part_streams_get_wgp_masks(self) -> None:
+        # k = 1 and 2 CUs both free one WGP: one mask, one stream per
+        # caller; k = 3 frees two.
         counts = _run_scenario(4, 40, [1, 2, 3], part=_RX7900)
-        self.assertEqual(counts.streams_created, 3)
+        self.assertEqual(counts.streams_created, 4 * 2)
         self.assertEqual(counts.wrong_stream, 0)
+
+    def test_k_with_the_same_mask_share_a_stream(self) -> None:
+        # With whole XCC rounds on MI300X, k = 1..8 all enable 296 CUs.
+        counts = _run_scenario(1, 64, list(range(1, 9)),
+                               whole_xcc_rounds=True)
+        self.assertEqual((counts.streams_created, counts.wrong_stream),
+                         (1, 0))
+        counts = _run_scenario(1, 64, list(range(1, 9)))
+        self.assertEqual(counts.streams_created, 8)
+
+    @parametrize("max_entries", [1, 3, 8])
+    def test_entries_are_bounded(self, max_entries: int) -> None:
+        # 8 caller streams x 2 devices x 4 masks = 64 keys.
+        counts = _run_scenario(8, 200, [4, 8, 16, 33], num_devices=2,
+                               max_entries=max_entries)
+        self.assertLessEqual(counts.cache_entries, max_entries)
+        # Evicted entries in use by a fork live until its join: at most
+        # one per thread beyond the bound.
+        self.assertLessEqual(counts.peak_live_streams, max_entries + 8)
+        self.assertGreater(counts.streams_created, max_entries)
+        self.assertEqual(counts.streams_destroyed, counts.streams_created)
+        self.assertEqual(counts.events_destroyed, counts.events_created)
+        self.assertEqual(counts.events_created, 2 * counts.streams_created)
+        self.assertEqual(
+            (counts.wrong_stream, counts.ordering_violations), (0, 0))
+
+    def test_default_bound(self) -> None:
+        counts = _run_scenario(16, 100, [4, 8, 16, 33], num_devices=2,
+                               max_entries=0)
+        self.assertEqual(counts.cache_entries, 64)
+        self.assertEqual(counts.ordering_violations, 0)
 
     def test_wgp_mode_topology_counts_k_in_wgps(self) -> None:
         # The cache takes cus_per_sm from the backend's topology: on a
         # 96-CU part that HIP reports as 48 SMs, k = 47 is valid, 48 is not.
         counts = _run_scenario(4, 40, [1, 24, 47], part=_RX7900_WGP)
         self.assertEqual((counts.streams_created, counts.wrong_stream),
-                         (3, 0))
+                         (4 * 3, 0))
         with self.assertRaisesRegex(RuntimeError, r"0 <= k < 48 "):
             _run_scenario(1, 1, [48], part=_RX7900_WGP)
         with self.assertRaisesRegex(RuntimeError, r"0 <= k < 48 "):
@@ -455,6 +598,8 @@ class TestCarveoutStreamCache(TestCase):
 instantiate_parametrized_tests(TestCUMask)
 instantiate_parametrized_tests(TestSMCarveoutUnits)
 instantiate_parametrized_tests(TestUpstreamCarveoutFormula)
+instantiate_parametrized_tests(TestXccRoundCarveout)
+instantiate_parametrized_tests(TestHipblasltHint)
 instantiate_parametrized_tests(TestCarveoutStreamCache)
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import unittest
+import unittest.mock
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -222,6 +224,12 @@ def _sms_seen(stream: torch.cuda.Stream, device: str,
     return seen
 
 
+# torch.cuda._sleep cycles for the two-caller-streams test: about 0.6 s at
+# 1.75 GHz, far longer than one 512^3 float32 GEMM and the host work
+# around it.
+_TWO_CALLER_SPIN_CYCLES = 1 << 30
+
+
 def _green_stream(device: str, k: int) -> tuple[torch.cuda.Stream, int]:
     """The cached green-context stream of (device, k) and its SM count."""
     index = torch.device(device).index or 0
@@ -232,14 +240,17 @@ def _green_stream(device: str, k: int) -> tuple[torch.cuda.Stream, int]:
 def _green_scenario(num_threads: int, calls_per_thread: int,
                     carveouts: list[int], num_devices: int = 1,
                     capturing: bool = False, total_sms: int = 132,
-                    min_partition: int = 8, alignment: int = 8
+                    min_partition: int = 8, alignment: int = 8,
+                    max_entries: int = 10_000
                     ) -> _testing.CarveoutScenarioCounts:
-    """Drives CarveoutStreamCache with the counting double, restricting
-    streams as the CUDA green-context backend does; see test_cu_mask.py."""
+    """Drives CarveoutStreamCache with the counting double from threads
+    (one caller stream each), restricting streams as the CUDA green-context
+    backend does; see test_cu_mask.py. The default ``max_entries`` is more
+    than any scenario here touches, so nothing is evicted."""
     return _testing.green_context_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
         total_sms=total_sms, min_partition=min_partition,
-        alignment=alignment)
+        alignment=alignment, max_entries=max_entries)
 
 
 class TestSMCarveout(TestCase):
@@ -367,16 +378,22 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
     @onlyCPU
     @parametrize("num_threads", [1, 4, 16])
     def test_green_stream_cache_creates_once(self, device, num_threads):
-        calls, carveouts, devices = 200, [0, 8, 16, 32, 66], 2
+        # k = 1 and 2 plan the same 128-SM partition as k = 4.
+        calls, carveouts, devices = 200, [0, 1, 2, 4, 16, 32, 66], 2
         counts = _green_scenario(num_threads, calls, carveouts, devices)
-        keys = {((t + c) % devices, carveouts[(7 * t + c) % len(carveouts)])
-                for t in range(num_threads) for c in range(calls)}
-        keys = {key for key in keys if key[1] > 0}
+        keys = set()
+        for t in range(num_threads):
+            for c in range(calls):
+                k = carveouts[(7 * t + c) % len(carveouts)]
+                if k > 0:
+                    part = _testing.green_context_sm_count(132, k, 8, 8)
+                    keys.add(((t + c) % devices, part, t))
         forked = counts.forks - counts.pass_through
         self.assertEqual(counts.forks, num_threads * calls)
         self.assertEqual(counts.cache_entries, len(keys))
         self.assertEqual(counts.streams_created, len(keys))
-        # A fork event and a join event (in the green context) per key.
+        # A fork event and a join event (in the green context) per key:
+        # (device, partition, caller stream).
         self.assertEqual(counts.events_created, 2 * len(keys))
         self.assertEqual((counts.records, counts.waits),
                          (2 * forked, 2 * forked))
@@ -385,6 +402,18 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         self.assertEqual(counts.streams_destroyed,
                          counts.streams_created)
         self.assertEqual(counts.events_destroyed, counts.events_created)
+
+    @needs_extension
+    @onlyCPU
+    @parametrize("k_a, k_b", [(16, 16), (1, 2)])
+    def test_two_caller_streams_do_not_wait_on_each_other(self, device, k_a,
+                                                          k_b):
+        # On a 132-SM part with 8-SM partitions, k = 1 and k = 2 leave the
+        # same 128-SM partition: the cache may share it, never the stream.
+        waits = _testing.two_caller_streams_scenario(
+            k_a, k_b, total_sms=132, min_partition=8, alignment=8)
+        self.assertEqual(waits, (0, 0),
+                         msg="(B items A waited on, A items B waited on)")
 
     @needs_extension
     @onlyCPU
@@ -445,24 +474,26 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
     @needs_extension
     @onlyCPU
     def test_context_sets_and_restores(self, device):
+        # The aten GEMM routing is set by the first block and stays (its
+        # kernels are PyTorch's with no carveout); the rest is restored.
         torch._C._set_sm_carveout_experimental(None)
-        before = self._state()
-        self.assertEqual(before, (None, False, False))
+        carveout_mod.route_carveout_gemms(False)
+        self.assertEqual(self._state(), (None, False, False))
         with overlap_ops.sm_carveout(8) as k:
             self.assertEqual(k, 8)
             self.assertEqual(self._state(), (8, True, True))
-        self.assertEqual(self._state(), before)
+        self.assertEqual(self._state(), (None, True, False))
 
     @needs_extension
     @onlyCPU
     def test_context_restores_after_exception(self, device):
         torch._C._set_sm_carveout_experimental(None)
-        before = self._state()
+        carveout_mod.route_carveout_gemms(False)
         with self.assertRaisesRegex(ValueError, "boom"):
             with overlap_ops.sm_carveout(16):
                 self.assertEqual(self._state(), (16, True, True))
                 raise ValueError("boom")
-        self.assertEqual(self._state(), before)
+        self.assertEqual(self._state(), (None, True, False))
 
     @needs_extension
     @onlyCPU
@@ -476,17 +507,48 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
                     self.assertEqual(self._state(), (None, True, True))
                 self.assertEqual(self._state(), (32, True, True))
             self.assertEqual(self._state(), (8, True, True))
-        self.assertEqual(self._state(), (None, False, False))
+        self.assertEqual(self._state(), (None, True, False))
 
     @needs_extension
     @onlyCPU
     @parametrize("k", [None, 0])
     def test_no_carveout_routes_nothing(self, device, k):
         torch._C._set_sm_carveout_experimental(4)
+        carveout_mod.route_carveout_gemms(False)
         with overlap_ops.sm_carveout(k) as got:
             self.assertEqual(got, 0)
             self.assertEqual(self._state(), (None, False, False))
         self.assertEqual(self._state(), (4, False, False))
+
+    @needs_extension
+    @onlyCPU
+    def test_blocks_register_gemms_once(self, device):
+        # Registering kernels while another thread dispatches is unsafe, so
+        # only the first block registers; later ones, from any thread, only
+        # read the state.
+        carveout_mod.route_carveout_gemms(False)
+        calls = []
+        register = carveout_mod.route_carveout_gemms
+
+        def counting(enabled: bool = True) -> bool:
+            calls.append(enabled)
+            return register(enabled)
+
+        with unittest.mock.patch.object(carveout_mod, "route_carveout_gemms",
+                                        counting):
+            def enter_blocks():
+                for k in (8, 16, 8, 4):
+                    with overlap_ops.sm_carveout(k):
+                        pass
+
+            threads = [threading.Thread(target=enter_blocks)
+                       for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        self.assertEqual(calls, [True])
+        self.assertTrue(carveout_mod.carveout_gemms_routed())
 
     @needs_extension
     @onlyCPU
@@ -665,6 +727,40 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
             half = torch.mm(a.bfloat16(), b.bfloat16())
         self.assertEqual(half, torch.mm(a.bfloat16(), b.bfloat16()),
                          **_tolerance(torch.bfloat16))
+
+    @onlyCUDA
+    @parametrize("k_a, k_b", [(16, 16), (16, 17)])
+    def test_two_caller_streams_do_not_wait_on_each_other_cuda(
+            self, device, k_a, k_b):
+        # The issue's case on the GPU: stream B queues a long spin (a
+        # stand-in for a collective) and then a float32 GEMM, which runs on
+        # a green-context stream; stream A's next float32 GEMM must finish
+        # while B still spins. A cache shared by caller streams makes A's
+        # GEMM wait for B's spin and GEMM. On 132 SMs k = 16 and 17 plan the
+        # same 112-SM partition.
+        self._skip_without_cuda_kernels()
+        self._skip_without_green_context(device)
+        a = _randn(512, 512, device=device, dtype=torch.float32)
+        stream_a = torch.cuda.Stream(device)
+        stream_b = torch.cuda.Stream(device)
+        stream_a.wait_stream(torch.cuda.current_stream(device))
+        stream_b.wait_stream(torch.cuda.current_stream(device))
+        a_done = torch.cuda.Event()
+        with torch.cuda.stream(stream_a), sm_carveout(k_a):
+            expected = torch.mm(a, a)  # A's restricted stream exists now
+        torch.cuda.synchronize(device)
+        with torch.cuda.stream(stream_b), sm_carveout(k_b):
+            torch.cuda._sleep(_TWO_CALLER_SPIN_CYCLES)
+            torch.mm(a, a)
+        with torch.cuda.stream(stream_a), sm_carveout(k_a):
+            got = torch.mm(a, a)
+            a_done.record(stream_a)
+        a_done.synchronize()
+        b_still_spinning = not stream_b.query()
+        torch.cuda.synchronize(device)
+        self.assertTrue(b_still_spinning,
+                        msg="stream A's GEMM waited for stream B's work")
+        self.assertEqual(got, expected)
 
     @onlyCUDA
     def test_carveout_fp32_graph_capture_passes_through(self, device):

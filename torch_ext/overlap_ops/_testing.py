@@ -90,6 +90,28 @@ def rocm_sm_count_target(total_cus: int, cus_per_sm: int, k: int,
                                          wgp_pairs))
 
 
+def rocm_sm_carveout_enabled_cus(total_cus: int, cus_per_sm: int, k: int,
+                                 num_xcc: int, wgp_pairs: bool,
+                                 whole_xcc_rounds: bool = False) -> int:
+    """CUs the mask for an SM carveout ``k`` enables (the partition the
+    stream cache keys on); ``whole_xcc_rounds`` rounds the carveout up to
+    whole rounds of ``num_xcc`` CUs."""
+    return int(_ops.rocm_sm_carveout_enabled_cus(
+        total_cus, cus_per_sm, k, num_xcc, wgp_pairs, whole_xcc_rounds))
+
+
+def rocm_cu_mask_enabling(total_cus: int, enabled: int) -> list[int]:
+    """The mask words that enable exactly the lowest ``enabled`` CUs."""
+    return [int(w) for w in _ops.rocm_cu_mask_enabling(total_cus, enabled)]
+
+
+def hipblaslt_takes_sm_count_target(runtime_version: int) -> bool:
+    """Whether a libhipblaslt reporting ``runtime_version`` (major * 100000
+    + minor * 100 + patch; negative: unknown) gets the SM_COUNT_TARGET
+    hint."""
+    return bool(_ops.hipblaslt_takes_sm_count_target(runtime_version))
+
+
 # ---------------------------------------------------------------------------
 # Restricted-stream cache on a counting test double
 # (aten/src/ATen/cuda/CarveoutStreamCache.h,
@@ -109,8 +131,11 @@ class CarveoutScenarioCounts(NamedTuple):
     cache_entries: int  # cache size before it was destroyed
     forks: int
     pass_through: int  # forks that returned the caller's stream
-    wrong_stream: int  # forks given a stream of another (device, k)
+    # forks given a stream of another (device, partition), or one handed
+    # to another caller stream before
+    wrong_stream: int
     ordering_violations: int  # records and waits out of fork/join order
+    peak_live_streams: int  # most restricted streams alive at once
 
 
 def _counts(values: list[int]) -> CarveoutScenarioCounts:
@@ -131,18 +156,23 @@ def cu_mask_stream_scenario(
     num_xcc: int,
     wgp_pairs: bool,
     cus_per_sm: int = 1,
+    max_entries: int = 0,
+    whole_xcc_rounds: bool = False,
 ) -> CarveoutScenarioCounts:
-    """Drives the cache from ``num_threads`` threads with streams restricted
-    by ROCm's CU mask for the given topology.
+    """Drives the cache from ``num_threads`` threads, each with its own
+    caller stream, with streams restricted by ROCm's CU mask for the given
+    topology.
 
     Thread t's call c uses device ``(t + c) % num_devices`` and carveout
     ``carveouts[(7 t + c) % len(carveouts)]``; each call forks, checks the
     stream it got, and joins. ``capturing``: every caller stream reports
-    graph capture.
+    graph capture. ``max_entries``: the cache's bound (0: its default).
+    ``whole_xcc_rounds``: the XCC-granular mask option.
     """
     return _counts(_ops.cu_mask_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
-        total_cus, num_xcc, wgp_pairs, cus_per_sm))
+        total_cus, num_xcc, wgp_pairs, cus_per_sm, max_entries,
+        whole_xcc_rounds))
 
 
 def green_context_stream_scenario(
@@ -155,12 +185,31 @@ def green_context_stream_scenario(
     total_sms: int,
     min_partition: int,
     alignment: int,
+    max_entries: int = 0,
 ) -> CarveoutScenarioCounts:
     """:func:`cu_mask_stream_scenario` with streams restricted as the CUDA
     green-context backend does (``green_context_sm_count``)."""
     return _counts(_ops.green_context_stream_scenario(
         num_threads, calls_per_thread, carveouts, num_devices, capturing,
-        total_sms, min_partition, alignment))
+        total_sms, min_partition, alignment, max_entries))
+
+
+def two_caller_streams_scenario(k_a: int, k_b: int, *, total_sms: int,
+                                min_partition: int,
+                                alignment: int) -> tuple[int, int]:
+    """Two caller streams A and B run carveout GEMMs (A with ``k_a``, B with
+    ``k_b``) through one cache on a double that models stream and event
+    order, with work queued between each fork and join and long work queued
+    on B before its GEMMs; some calls interleave. Streams are restricted as
+    the CUDA green-context backend does.
+
+    Returns:
+        (B's work items that A's work waited for, A's items that B's work
+        waited for): (0, 0) when neither caller stream orders the other.
+    """
+    a_on_b, b_on_a = _ops.two_caller_streams_scenario(
+        k_a, k_b, total_sms, min_partition, alignment)
+    return int(a_on_b), int(b_on_a)
 
 
 # ---------------------------------------------------------------------------

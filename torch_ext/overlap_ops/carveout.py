@@ -20,10 +20,14 @@ bf16 ``_grouped_mm``; plain ``mm``, ``bmm`` and the other ``addmm``/
 * ``torch._grouped_mm`` runs the overlap_ops kernels, whose persistent grid
   is at most ``SMs - k`` CTAs.
 
-On exit every piece of state goes back to what it was, also when the block
-raises, so blocks nest. ``k`` of ``None`` or 0 means no carveout and routes
-nothing. The state is process-wide (the context setting and the dispatcher
-are), so enter the block from one thread at a time.
+The first block with ``k > 0`` registers the aten GEMM kernels above once;
+they stay registered, and with no carveout set they run PyTorch's own
+kernel and nothing else. So entering a block never changes the dispatcher
+under a thread that is dispatching. On exit the context setting and the
+``torch._grouped_mm`` routing go back to what they were, also when the
+block raises, so blocks nest. ``k`` of ``None`` or 0 means no carveout and
+routes nothing. The context setting is process-wide: a block on one
+thread sets k for GEMMs on every thread.
 
 Not covered: the ``out_dtype`` overloads (``mm.dtype`` and friends), which
 keep PyTorch's kernels.
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from typing import Iterator, Optional
 
 import torch
@@ -106,8 +111,9 @@ def green_context_unavailable_reason(
 def route_carveout_gemms(enabled: bool = True) -> bool:
     """Routes aten mm/addmm/bmm/baddbmm (CUDA) to the carveout-aware kernels.
 
-    Returns whether the routing was on before. ``sm_carveout`` calls this;
-    use it directly only to keep the routing across several blocks.
+    Returns whether the routing was on before. The first ``sm_carveout``
+    block with ``k > 0`` turns it on and no block turns it off: with no
+    carveout set the routed kernels are PyTorch's own.
     """
     return bool(torch.ops.overlap_ops._route_aten_carveout_gemms(bool(enabled)))
 
@@ -115,6 +121,22 @@ def route_carveout_gemms(enabled: bool = True) -> bool:
 def carveout_gemms_routed() -> bool:
     """Whether aten mm/addmm/bmm/baddbmm currently go to our kernels."""
     return bool(torch.ops.overlap_ops._carveout_gemms_routed())
+
+
+_route_lock = threading.Lock()
+
+
+def _route_carveout_gemms_once() -> None:
+    """Registers the carveout GEMM kernels unless they are registered.
+
+    Checked before the lock so that later blocks cost one op call; the
+    kernels pass through to PyTorch's with no carveout, so they stay.
+    """
+    if carveout_gemms_routed():
+        return
+    with _route_lock:
+        if not carveout_gemms_routed():
+            route_carveout_gemms(True)
 
 
 @contextlib.contextmanager
@@ -144,7 +166,7 @@ def sm_carveout(k: Optional[int]) -> Iterator[int]:
                          torch._C._get_sm_carveout_experimental())
         torch._C._set_sm_carveout_experimental(k if k else None)
         if k:
-            restore.callback(route_carveout_gemms, route_carveout_gemms(True))
+            _route_carveout_gemms_once()
             restore.callback(route_torch_grouped_mm,
                              route_torch_grouped_mm(True))
         yield k

@@ -45,6 +45,15 @@ int64_t cu_carveout_enabled_count(
   return enabled > 0 ? enabled : kCUsPerWGP;
 }
 
+int64_t cu_carveout_enabled_count_whole_xcc_rounds(
+    int64_t total_cus,
+    int64_t carveout,
+    int64_t num_xcc) {
+  const int64_t rounds_free = (carveout + num_xcc - 1) / num_xcc;
+  const int64_t enabled = total_cus - rounds_free * num_xcc;
+  return enabled > 0 ? enabled : num_xcc;
+}
+
 int64_t cu_mask_num_words(int64_t total_cus) {
   return (total_cus + kCUMaskWordBits - 1) / kCUMaskWordBits;
 }
@@ -63,8 +72,15 @@ std::vector<uint32_t> build_cu_mask(
   check_topology(total_cus, num_xcc, wgp_pairs);
   check_cu_carveout(total_cus, carveout);
 
-  const int64_t enabled =
-      cu_carveout_enabled_count(total_cus, carveout, wgp_pairs);
+  return cu_mask_enabling(
+      total_cus, cu_carveout_enabled_count(total_cus, carveout, wgp_pairs));
+}
+
+std::vector<uint32_t> cu_mask_enabling(int64_t total_cus, int64_t enabled) {
+  TORCH_CHECK(
+      enabled >= 1 && enabled <= total_cus,
+      "cu_mask_enabling: enabled must be in [1, ", total_cus,
+      "] (a queue with no CUs hangs), got enabled=", enabled);
   std::vector<uint32_t> mask(cu_mask_num_words(total_cus), 0u);
   const int64_t full_words = enabled / kCUMaskWordBits;
   const int64_t tail_bits = enabled % kCUMaskWordBits;
@@ -126,6 +142,24 @@ int64_t sm_carveout_sm_count_target(
   }
   return cu_carveout_enabled_count(total_cus, carveout, wgp_pairs) /
       cus_per_sm;
+}
+
+int64_t sm_carveout_enabled_cus(
+    const CUTopology& topo,
+    int64_t sm_carveout,
+    bool whole_xcc_rounds) {
+  check_topology(topo.total_cus, topo.num_xcc, topo.wgp_pairs);
+  const int64_t carveout = cu_carveout_from_sm_carveout(
+      topo.total_cus, topo.cus_per_sm, sm_carveout);
+  if (whole_xcc_rounds && topo.num_xcc > 1) {
+    return cu_carveout_enabled_count_whole_xcc_rounds(
+        topo.total_cus, carveout, topo.num_xcc);
+  }
+  return cu_carveout_enabled_count(topo.total_cus, carveout, topo.wgp_pairs);
+}
+
+bool hipblaslt_takes_sm_count_target(int64_t runtime_version) {
+  return runtime_version >= kHipblasltSmCountTargetMinVersion;
 }
 
 }  // namespace at::cuda

@@ -74,6 +74,25 @@ int64_t cu_carveout_enabled_count(
     int64_t carveout,
     bool wgp_pairs);
 
+// XCC-granular option, for multi-XCC parts. The lowest-bits rule leaves
+// the XCCs within one CU of each other (MI300X at k = 4: 38 CUs on four
+// XCCs, 37 on the other four). Work is dispatched round-robin over the
+// XCCs, so a GEMM whose workgroups fill every XCC evenly finishes with the
+// smallest one. With this option the carveout is rounded up to whole rounds
+// of num_xcc CUs, E = total_cus - num_xcc * ceil(carveout / num_xcc), so
+// every XCC keeps the same number of CUs and at least `carveout` CUs are
+// free. As with WGPs, when that would enable no CU one round stays enabled.
+// With num_xcc == 1 it is the plain rule.
+int64_t cu_carveout_enabled_count_whole_xcc_rounds(
+    int64_t total_cus,
+    int64_t carveout,
+    int64_t num_xcc);
+
+// The mask words that enable exactly the lowest `enabled` of `total_cus`
+// CUs (1 <= enabled <= total_cus). A mask is fully described by its
+// enabled count, which is what the stream cache keys on.
+std::vector<uint32_t> cu_mask_enabling(int64_t total_cus, int64_t enabled);
+
 // Number of mask words that cover total_cus bits.
 int64_t cu_mask_num_words(int64_t total_cus);
 
@@ -115,5 +134,25 @@ int64_t sm_carveout_sm_count_target(
 std::vector<uint32_t> build_sm_carveout_cu_mask(
     const CUTopology& topo,
     int64_t sm_carveout);
+
+// CUs the mask for an SM carveout k enables on `topo`: the partition the
+// stream cache keys on. `whole_xcc_rounds` selects the XCC-granular option
+// above (ignored when topo.num_xcc == 1). Checks like
+// build_sm_carveout_cu_mask.
+int64_t sm_carveout_enabled_cus(
+    const CUTopology& topo,
+    int64_t sm_carveout,
+    bool whole_xcc_rounds);
+
+// hipBLASLt's SM_COUNT_TARGET matmul attribute exists from hipBLASLt 1.4
+// on. The header only tells what the build saw; an older libhipblaslt at
+// run time rejects the attribute, so the version the library reports
+// (hipblasLtGetVersion: major * 100000 + minor * 100 + patch) decides.
+constexpr int64_t kHipblasltSmCountTargetMinVersion = 100400;
+
+// Whether a hipBLASLt that reports `runtime_version` takes the hint. A
+// version that could not be read (negative) means no: the CU mask alone
+// still bounds the GEMM.
+bool hipblaslt_takes_sm_count_target(int64_t runtime_version);
 
 }  // namespace at::cuda

@@ -554,26 +554,51 @@ std::vector<int64_t> result_sizes(const Tensor& a, const Tensor& b) {
 // Entry helpers shared by the functional, out= and in-place forms
 // ---------------------------------------------------------------------------
 
+// PyTorch's own kernels for out = a @ b and out = beta * addend + alpha *
+// a @ b: what runs with no carveout set.
+void stock_product_into(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (a.dim() == 3) {
+    StockKernel<at::native::structured_bmm_out_cuda>(out).impl(a, b, out);
+  } else {
+    StockKernel<at::native::structured_mm_out_cuda>(out).impl(a, b, out);
+  }
+}
+
+void stock_sum_into(const Tensor& addend, const Tensor& a, const Tensor& b,
+                    const Scalar& beta, const Scalar& alpha, Tensor& out) {
+  if (a.dim() == 3) {
+    StockKernel<at::native::structured_baddbmm_out_cuda>(out).impl(
+        addend, a, b, beta, alpha, out);
+  } else {
+    StockKernel<at::native::structured_addmm_out_cuda>(out).impl(
+        addend, a, b, beta, alpha, out);
+  }
+}
+
 // out = a @ b (mm / bmm).
 //
-// `out` is sized before the GreenContextGemmScope, so its memory belongs to
-// the caller's stream; temporaries made inside the scope belong to the
-// green stream, which is the only stream that uses them.
+// k is read once per call. With no carveout, PyTorch's own kernel runs
+// with nothing around it, so these kernels can stay registered between
+// carveout blocks. `out` is sized before the GreenContextGemmScope, so its
+// memory belongs to the caller's stream; temporaries made inside the scope
+// belong to the green stream, which is the only stream that uses them.
 Tensor& product_into(const Tensor& a, const Tensor& b, Tensor& out) {
   c10::cuda::CUDAGuard device_guard(a.device());
   check_out(out, a);
   at::native::resize_output(out, result_sizes(a, b));
-  GreenContextGemmScope confine(needs_green_context(out.scalar_type()));
+  const int64_t carveout = requested_sm_carveout();
+  if (carveout == 0) {
+    stock_product_into(a, b, out);
+    return out;
+  }
+  GreenContextGemmScope confine(
+      needs_green_context(out.scalar_type()), carveout);
   if (runs_here(a, b, out)) {
     carveout_gemm(a, b, std::nullopt, 0, 1, out, confine.sm_count_target());
   } else {
-    const CublasSmCountTargetGuard carveout(
+    const CublasSmCountTargetGuard guard(
         getCurrentCUDABlasHandle(), confine.sm_count_target());
-    if (a.dim() == 3) {
-      StockKernel<at::native::structured_bmm_out_cuda>(out).impl(a, b, out);
-    } else {
-      StockKernel<at::native::structured_mm_out_cuda>(out).impl(a, b, out);
-    }
+    stock_product_into(a, b, out);
   }
   confine.join();
   return out;
@@ -591,19 +616,19 @@ Tensor& sum_into(const Tensor& addend, const Tensor& a, const Tensor& b,
   if (!out.is_same(addend)) {
     at::native::resize_output(out, sizes);
   }
-  GreenContextGemmScope confine(needs_green_context(out.scalar_type()));
+  const int64_t carveout = requested_sm_carveout();
+  if (carveout == 0) {
+    stock_sum_into(addend, a, b, beta, alpha, out);
+    return out;
+  }
+  GreenContextGemmScope confine(
+      needs_green_context(out.scalar_type()), carveout);
   if (runs_here(a, b, out)) {
     carveout_gemm(a, b, addend, beta, alpha, out, confine.sm_count_target());
   } else {
-    const CublasSmCountTargetGuard carveout(
+    const CublasSmCountTargetGuard guard(
         getCurrentCUDABlasHandle(), confine.sm_count_target());
-    if (a.dim() == 3) {
-      StockKernel<at::native::structured_baddbmm_out_cuda>(out).impl(
-          addend, a, b, beta, alpha, out);
-    } else {
-      StockKernel<at::native::structured_addmm_out_cuda>(out).impl(
-          addend, a, b, beta, alpha, out);
-    }
+    stock_sum_into(addend, a, b, beta, alpha, out);
   }
   confine.join();
   return out;

@@ -15,7 +15,9 @@
 // the same guard. Every dtype but bf16/fp16 (whose cuBLAS kernels are
 // persistent and size their grid from the target) also runs on the
 // green-context stream of GreenContextStreamCUDA.h, the only bound for
-// cuBLAS's one-CTA-per-tile kernels. Semantics (broadcasting of `self`,
+// cuBLAS's one-CTA-per-tile kernels. With no carveout set they run
+// PyTorch's own kernel and nothing else, so the extension registers them
+// once and leaves them registered. Semantics (broadcasting of `self`,
 // beta == 0 ignoring `self`, the error messages for bad shapes) follow the
 // ATen operators they replace.
 

@@ -3,20 +3,35 @@
 // Cache of restricted streams for the SM carveout.
 //
 // A GEMM whose kernels cannot size their grid from the SM budget runs on a
-// stream that the hardware confines to SMs - k SMs: a CU-masked stream on
-// ROCm (CUMask.h, ATen/hip/), a green-context stream on CUDA
-// (GreenContextStreamCUDA.h). The cache owns one such stream and two events
-// per (device, k), created on first use, reused by every later call and
-// thread, and destroyed with the cache.
+// stream that the hardware confines to part of the device: a CU-masked
+// stream on ROCm (CUMask.h, ATen/hip/), a green-context stream on CUDA
+// (GreenContextStreamCUDA.h).
 //
-// Ordering with the caller's current stream, per GEMM:
+// Key: (device, partition, caller stream). The partition is what the
+// restriction enables (SMs of the green context, CUs of the mask), so two
+// k that round to the same partition share an entry. The caller stream is
+// in the key because a restricted stream is a queue: were it shared, the
+// caller stream that forks second would wait for everything the first had
+// queued before its fork (a collective, say), which is the overlap the
+// carveout exists for.
+//
+// Lifetime: an entry (one stream, two events) is created on the first fork
+// of its key and reused by every later fork of that key, from any thread.
+// The cache keeps at most max_entries of them; making room destroys the
+// least recently used one. That is safe: its caller stream already waits
+// for its work (join), the runtimes free a stream or event only after the
+// work queued before its destruction, and a fork still between fork() and
+// join() holds its entry until the join. The cache destroys the rest.
+//
+// Ordering with the caller's stream, per GEMM:
 //   fork: record(fork_event, current);   wait(restricted, fork_event)
 //   join: record(join_event, restricted); wait(current, join_event)
 // A wait orders against the record enqueued before it, so re-recording an
 // event later is safe; each record+wait pair runs under the entry's lock so
-// that two threads cannot interleave their records and waits. Two events,
-// because CUDA records an event only on a stream of the context that created
-// it, and a green context's streams belong to their own context.
+// that two threads forking from the same caller stream cannot interleave
+// their records and waits. Two events, because CUDA records an event only
+// on a stream of the context that created it, and a green context's
+// streams belong to their own context.
 //
 // Under graph capture fork() returns the current stream and enqueues
 // nothing. On ROCm the CU mask belongs to the hardware queue behind a
@@ -26,16 +41,15 @@
 // captured GEMMs, and a bad k still raises.
 //
 // The backend interface keeps this file free of HIP and CUDA, so CPU tests
-// can drive the cache with a test double. Each backend builds its
-// restriction from k.
+// can drive the cache with a test double.
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 namespace at::cuda {
 
@@ -48,15 +62,16 @@ using CarveoutEvent = void*;
 class CarveoutStreamBackend {
  public:
   virtual ~CarveoutStreamBackend() = default;
-  // Raises a c10::Error naming k when `carveout` (in SMs, as the runtime
-  // counts them) cannot be honoured on `device`. Called under graph capture
-  // too, so capture does not hide a bad k.
-  virtual void check_carveout(c10::DeviceIndex device, int64_t carveout) = 0;
-  // A new stream on `device` whose kernels leave at least `carveout` SMs
-  // free (0 < carveout; check_carveout's errors apply).
+  // The partition that leaves `carveout` SMs (as the runtime counts them)
+  // free on `device`: the SMs or CUs a restricted stream enables, in the
+  // backend's own unit. Raises a c10::Error naming k when the runtime cannot
+  // honour it. Called under graph capture too, so capture does not hide a
+  // bad k.
+  virtual int64_t partition(c10::DeviceIndex device, int64_t carveout) = 0;
+  // A new stream on `device` whose kernels run on that partition only.
   virtual CarveoutStream create_restricted_stream(
       c10::DeviceIndex device,
-      int64_t carveout) = 0;
+      int64_t partition) = 0;
   // An event that can be recorded on `owner`, a stream this backend created,
   // or on the device's ordinary streams when `owner` is nullptr.
   virtual CarveoutEvent create_event(
@@ -65,7 +80,8 @@ class CarveoutStreamBackend {
   virtual void record(CarveoutEvent event, CarveoutStream stream) = 0;
   virtual void wait(CarveoutStream stream, CarveoutEvent event) = 0;
   virtual bool is_capturing(CarveoutStream stream) = 0;
-  // Called from the cache's destructor, which must not throw. Events go
+  // Called on eviction and from the cache's destructor, which must not
+  // throw, possibly with work still queued (see "Lifetime"). Events go
   // before the stream they belong to.
   virtual void destroy_stream(
       c10::DeviceIndex device, CarveoutStream stream) noexcept = 0;
@@ -73,24 +89,36 @@ class CarveoutStreamBackend {
       c10::DeviceIndex device, CarveoutEvent event) noexcept = 0;
 };
 
+struct CarveoutStreamEntry;
+
 // Result of fork(): the stream to launch on, and what join() needs.
 struct CarveoutFork {
   CarveoutStream stream = nullptr;   // launch the GEMM here
   CarveoutStream current = nullptr;  // the caller's stream
-  void* entry = nullptr;  // nullptr: pass-through, join() does nothing
+  // Null: pass-through, join() does nothing. Keeps an evicted entry alive
+  // until the join.
+  std::shared_ptr<CarveoutStreamEntry> entry;
 };
 
 class CarveoutStreamCache {
  public:
-  explicit CarveoutStreamCache(std::unique_ptr<CarveoutStreamBackend> backend);
+  // Room for every caller stream of a training step (compute, side
+  // streams, DualPipe's pair) times a few partitions on several devices;
+  // each entry is one stream and two events.
+  static constexpr size_t kDefaultMaxEntries = 64;
+
+  explicit CarveoutStreamCache(
+      std::unique_ptr<CarveoutStreamBackend> backend,
+      size_t max_entries = kDefaultMaxEntries);
   ~CarveoutStreamCache();
   CarveoutStreamCache(const CarveoutStreamCache&) = delete;
   CarveoutStreamCache& operator=(const CarveoutStreamCache&) = delete;
 
   // Returns the stream a GEMM on `device` should run on to leave `carveout`
-  // SMs free, ordered after the work already on `current`. carveout == 0
-  // and graph capture pass through (stream == current, nothing enqueued).
-  // Raises the backend's c10::Error for a k it cannot honour.
+  // SMs free, ordered after the work already on `current` and after nothing
+  // else. carveout == 0 and graph capture pass through (stream == current,
+  // nothing enqueued). Raises the backend's c10::Error for a k it cannot
+  // honour.
   CarveoutFork fork(
       c10::DeviceIndex device,
       int64_t carveout,
@@ -99,32 +127,46 @@ class CarveoutStreamCache {
   // Makes `fork.current` wait for the work enqueued on `fork.stream`.
   void join(const CarveoutFork& fork);
 
-  // The restricted stream of (device, carveout > 0), created if needed,
-  // without any ordering: for tests and diagnostics that launch on it
-  // themselves.
-  CarveoutStream restricted_stream(c10::DeviceIndex device, int64_t carveout);
+  // The restricted stream of (device, carveout > 0, current), created if
+  // needed, without any ordering: for tests and diagnostics that launch on
+  // it themselves. It stays valid until evicted (see "Lifetime").
+  CarveoutStream restricted_stream(
+      c10::DeviceIndex device,
+      int64_t carveout,
+      CarveoutStream current);
 
-  // Number of (device, k) entries, i.e. restricted streams created so far.
+  // Number of entries held now (at most max_entries).
   size_t size() const;
 
  private:
-  struct Entry {
+  struct Key {
     c10::DeviceIndex device = 0;
-    CarveoutStream stream = nullptr;
-    CarveoutEvent fork_event = nullptr;  // recorded on callers' streams
-    CarveoutEvent join_event = nullptr;  // recorded on `stream`
-    // Held across each record+wait pair (see above).
-    std::mutex event_mutex;
+    int64_t partition = 0;
+    CarveoutStream caller = nullptr;
+    bool operator==(const Key& other) const;
   };
-  using Key = std::pair<c10::DeviceIndex, int64_t>;
+  struct Slot {
+    Key key;
+    std::shared_ptr<CarveoutStreamEntry> entry;
+    uint64_t last_use = 0;  // for least-recently-used eviction
+  };
 
-  Entry& entry_for(c10::DeviceIndex device, int64_t carveout);
+  std::shared_ptr<CarveoutStreamEntry> entry_for(
+      c10::DeviceIndex device,
+      int64_t carveout,
+      CarveoutStream current);
+  std::shared_ptr<CarveoutStreamEntry> create_entry(
+      c10::DeviceIndex device,
+      int64_t partition);
+  std::shared_ptr<CarveoutStreamEntry> evict_least_recently_used();
 
   std::unique_ptr<CarveoutStreamBackend> backend_;
-  mutable std::mutex mutex_;  // guards entries_
-  // std::map never moves its nodes, so an Entry keeps its address for
-  // CarveoutFork::entry while other keys are added.
-  std::map<Key, Entry> entries_;
+  const size_t max_entries_;
+  mutable std::mutex mutex_;  // guards entries_ and clock_
+  // A short list (max_entries), searched linearly: a lookup is a few
+  // dozen compares, and eviction scans it for the oldest entry anyway.
+  std::vector<Slot> entries_;
+  uint64_t clock_ = 0;
 };
 
 // RAII form of fork/join for call sites:

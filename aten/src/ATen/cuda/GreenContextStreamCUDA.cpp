@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <mutex>
 #include <type_traits>
 #include <unordered_map>
@@ -281,29 +282,29 @@ const GreenContextDevice& available_device(c10::DeviceIndex device) {
 
 #if AT_CUDA_HAS_GREEN_CONTEXTS
 
-// Splits one partition of at most `budget` SMs off the device, starting
-// from `count` SMs. The driver may round a request up; a request it rounds
-// past the budget is retried one alignment step lower.
+// Splits one partition of at most `partition` SMs off the device. The
+// driver may round a request up; a request it rounds past `partition` is
+// retried one alignment step lower, so the carveout of every k that plans
+// this partition holds.
 CUdevResource split_partition(
     const CUdevResource& whole,
-    int64_t count,
-    int64_t budget,
-    const SmPartitionRule& rule,
-    int64_t carveout) {
+    int64_t partition,
+    const SmPartitionRule& rule) {
   CUresult last = CUDA_SUCCESS;
-  for (; count >= rule.min_partition; count -= rule.alignment) {
+  for (int64_t count = partition; count >= rule.min_partition;
+       count -= rule.alignment) {
     CUdevResource part{};
     unsigned int groups = 1;
     last = driver().cuDevSmResourceSplitByCount_(
         &part, &groups, &whole, nullptr, 0, static_cast<unsigned>(count));
     if (last == CUDA_SUCCESS && groups == 1 && part.sm.smCount > 0 &&
-        part.sm.smCount <= budget) {
+        part.sm.smCount <= partition) {
       return part;
     }
   }
   TORCH_CHECK(
       false, "sm_carveout: the CUDA driver has no green-context partition "
-      "of at most ", budget, " SMs for k = ", carveout,
+      "of at most ", partition, " SMs",
       last == CUDA_SUCCESS ? std::string()
                            : " (last error: " + driver_error(last) + ")");
 }
@@ -334,44 +335,50 @@ CUgreenCtx green_context_of(CarveoutStream stream) {
   return found->second.context;
 }
 
+// A green context of `partition` SMs on `device`, and its driver-given size.
+struct GreenContext {
+  CUgreenCtx context = nullptr;
+  int64_t sm_count = 0;
+};
+
+GreenContext create_green_context(c10::DeviceIndex device, int64_t partition) {
+  const GreenContextDevice& info = available_device(device);
+  CUdevice dev = 0;
+  CUdevResource whole{};
+  check_driver(device_sm_resource(device, &dev, &whole),
+               "cuDeviceGetDevResource");
+  CUdevResource part = split_partition(whole, partition, info.rule);
+  CUdevResourceDesc desc = nullptr;
+  check_driver(driver().cuDevResourceGenerateDesc_(&desc, &part, 1),
+               "cuDevResourceGenerateDesc");
+  CUgreenCtx green = nullptr;
+  check_driver(
+      driver().cuGreenCtxCreate_(
+          &green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
+      "cuGreenCtxCreate");
+  return GreenContext{green, static_cast<int64_t>(part.sm.smCount)};
+}
+
 class GreenContextStreamBackend final : public CarveoutStreamBackend {
  public:
-  void check_carveout(c10::DeviceIndex device, int64_t carveout) override {
-    (void)green_context_partition_sm_count(device, carveout);
+  int64_t partition(c10::DeviceIndex device, int64_t carveout) override {
+    return green_context_partition_sm_count(device, carveout);
   }
 
+  // Streams come and go with the cache's entries (one per caller stream);
+  // the green context of each (device, partition) is created once and
+  // kept, as there are only SMs / alignment partitions per device.
   CarveoutStream create_restricted_stream(
       c10::DeviceIndex device,
-      int64_t carveout) override {
-    const GreenContextDevice& info = available_device(device);
-    const int64_t budget = sm_count_after_carveout(info.total_sms, carveout);
-    const int64_t count = green_context_sm_count(
-        info.total_sms, carveout, info.rule.min_partition,
-        info.rule.alignment);
-    CUdevice dev = 0;
-    CUdevResource whole{};
-    check_driver(device_sm_resource(device, &dev, &whole),
-                 "cuDeviceGetDevResource");
-    CUdevResource part =
-        split_partition(whole, count, budget, info.rule, carveout);
-    CUdevResourceDesc desc = nullptr;
-    check_driver(driver().cuDevResourceGenerateDesc_(&desc, &part, 1),
-                 "cuDevResourceGenerateDesc");
-    CUgreenCtx green = nullptr;
-    check_driver(
-        driver().cuGreenCtxCreate_(
-            &green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
-        "cuGreenCtxCreate");
+      int64_t partition) override {
+    const GreenContext green = context_for(device, partition);
     CUstream stream = nullptr;
-    const CUresult status = driver().cuGreenCtxStreamCreate_(
-        &stream, green, CU_STREAM_NON_BLOCKING, 0);
-    if (status != CUDA_SUCCESS) {
-      (void)driver().cuGreenCtxDestroy_(green);
-      check_driver(status, "cuGreenCtxStreamCreate");
-    }
+    check_driver(
+        driver().cuGreenCtxStreamCreate_(
+            &stream, green.context, CU_STREAM_NON_BLOCKING, 0),
+        "cuGreenCtxStreamCreate");
     std::lock_guard<std::mutex> lock(green_streams_mutex());
-    green_streams()[stream] =
-        GreenStream{green, static_cast<int64_t>(part.sm.smCount)};
+    green_streams()[stream] = GreenStream{green.context, green.sm_count};
     return stream;
   }
 
@@ -410,28 +417,36 @@ class GreenContextStreamBackend final : public CarveoutStreamBackend {
     return status != cudaStreamCaptureStatusNone;
   }
 
-  // The driver requires a green context's streams to go first.
+  // The green context stays (see create_restricted_stream); the driver
+  // frees the stream once the work queued on it is done.
   void destroy_stream(
       c10::DeviceIndex /*device*/, CarveoutStream stream) noexcept override {
-    CUgreenCtx green = nullptr;
     {
       std::lock_guard<std::mutex> lock(green_streams_mutex());
-      auto found = green_streams().find(stream);
-      if (found != green_streams().end()) {
-        green = found->second.context;
-        green_streams().erase(found);
-      }
+      green_streams().erase(stream);
     }
     (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
-    if (green != nullptr) {
-      (void)driver().cuGreenCtxDestroy_(green);
-    }
   }
 
   void destroy_event(
       c10::DeviceIndex /*device*/, CarveoutEvent event) noexcept override {
     (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
+
+ private:
+  GreenContext context_for(c10::DeviceIndex device, int64_t partition) {
+    std::lock_guard<std::mutex> lock(contexts_mutex_);
+    auto found = contexts_.find({device, partition});
+    if (found != contexts_.end()) {
+      return found->second;
+    }
+    const GreenContext green = create_green_context(device, partition);
+    contexts_.emplace(std::make_pair(device, partition), green);
+    return green;
+  }
+
+  std::mutex contexts_mutex_;
+  std::map<std::pair<c10::DeviceIndex, int64_t>, GreenContext> contexts_;
 };
 
 #endif  // AT_CUDA_HAS_GREEN_CONTEXTS
@@ -475,8 +490,9 @@ int64_t green_context_stream_sm_count(CarveoutStream stream) {
   return found == green_streams().end() ? 0 : found->second.sm_count;
 }
 
+// Reads nothing from the context: `carveout` is the one k of this call.
 GreenContextGemmScope::GreenContextGemmScope(bool confine, int64_t carveout)
-    : sm_count_target_(current_device_sm_count_target()) {
+    : sm_count_target_(current_device_sm_count_target(carveout)) {
   if (!confine || carveout == 0) {
     return;
   }

@@ -11,9 +11,11 @@
 //
 // The partition is SMs - k rounded down to the driver's granularity
 // (green_context_sm_count in SMCarveout.h; 8 SMs on SM90), so it never
-// exceeds the budget; the driver's partition is checked against the budget
-// before the context is created. A k that leaves fewer SMs than the
-// smallest partition raises an error naming k.
+// exceeds the budget; the driver's partition is checked against it before
+// the context is created. A k that leaves fewer SMs than the smallest
+// partition raises an error naming k. One green context per (device,
+// partition), created once and kept (a handful per device); one stream of
+// it per caller stream, owned by the cache (CarveoutStreamCache.h).
 //
 // GreenContextGemmScope makes the green stream current for the scope, so
 // getCurrentCUDABlasHandle() binds PyTorch's cuBLAS handle, and its
@@ -57,15 +59,17 @@ int64_t green_context_partition_sm_count(
 std::unique_ptr<CarveoutStreamBackend> make_green_context_stream_backend();
 
 // The cache every CUDA GEMM call site shares. Never destroyed: the driver
-// may already be torn down when static destructors run, so the streams and
-// green contexts live as long as the process (as c10's stream pools do).
+// may already be torn down when static destructors run, so the green
+// contexts and the streams the cache still holds live as long as the
+// process (as c10's stream pools do).
 CarveoutStreamCache& green_context_stream_cache();
 
 // SMs of the green context behind `stream`, a stream of
 // green_context_stream_cache(); 0 for any other stream.
 int64_t green_context_stream_sm_count(CarveoutStream stream);
 
-// Runs one GEMM call on the green-context stream of (current device, k):
+// Runs one GEMM call on the green-context stream of (current device,
+// partition of k, current stream):
 //   GreenContextGemmScope confine(/*confine=*/dtype_needs_it);
 //   ... getCurrentCUDABlasHandle(), confine.sm_count_target() ...
 //   confine.join();

@@ -24,10 +24,15 @@ int64_t current_device_sm_limit() {
 }
 
 int32_t current_device_sm_count_target() {
-  if (requested_sm_carveout() == 0) {
+  return current_device_sm_count_target(requested_sm_carveout());
+}
+
+int32_t current_device_sm_count_target(int64_t carveout) {
+  if (carveout == 0) {
     return 0;  // skip the device-properties lookup in the common case
   }
-  return blas_sm_count_target(current_device_sm_count());
+  return static_cast<int32_t>(
+      sm_count_after_carveout(current_device_sm_count(), carveout));
 }
 
 CublasSmCountTargetGuard::CublasSmCountTargetGuard(

@@ -28,6 +28,9 @@ int64_t current_device_sm_limit();
 
 // blas_sm_count_target() for the current device: 0 when no carveout is set.
 int32_t current_device_sm_count_target();
+// The same for a carveout the caller has already read, so that one call
+// site sees one k even if another thread changes the setting meanwhile.
+int32_t current_device_sm_count_target(int64_t carveout);
 
 // Sets cublasSetSmCountTarget on `handle` for one scope and restores the
 // handle's previous target on exit. A target of 0 (no carveout) leaves the

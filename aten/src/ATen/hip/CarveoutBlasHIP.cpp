@@ -10,13 +10,15 @@ namespace at::cuda {
 
 namespace {
 
+// The hint is the SMs the mask enables, under the same rounding as the
+// mask the GEMM runs under.
 int32_t compute_sm_count_target(c10::DeviceIndex device, int64_t carveout) {
   if (carveout == 0) {
     return 0;
   }
-  const CUTopology topo = hip_cu_topology(device);
-  return static_cast<int32_t>(sm_carveout_sm_count_target(
-      topo.total_cus, topo.cus_per_sm, carveout, topo.wgp_pairs));
+  return static_cast<int32_t>(
+      hip_carveout_enabled_cus(device, carveout) /
+      hip_cu_topology(device).cus_per_sm);
 }
 
 }  // namespace
@@ -29,10 +31,36 @@ HipCarveoutGemmScope::HipCarveoutGemmScope(
       sm_count_target_(compute_sm_count_target(device, carveout)) {}
 
 #if AT_ROCM_HIPBLASLT_HAS_SM_COUNT_TARGET
+namespace {
+
+// The version of the libhipblaslt loaded in this process, read once; -1
+// when the query fails.
+int64_t hipblaslt_runtime_version(hipblasLtHandle_t handle) {
+  static const int64_t version = [handle] {
+    int reported = 0;
+    return hipblasLtGetVersion(handle, &reported) == HIPBLAS_STATUS_SUCCESS
+        ? int64_t{reported}
+        : int64_t{-1};
+  }();
+  return version;
+}
+
+}  // namespace
+
 void set_hipblaslt_sm_count_target(
+    hipblasLtHandle_t handle,
     hipblasLtMatmulDesc_t desc,
     int32_t sm_count_target) {
   if (sm_count_target == 0) {
+    return;
+  }
+  const int64_t version = hipblaslt_runtime_version(handle);
+  if (!hipblaslt_takes_sm_count_target(version)) {
+    TORCH_WARN_ONCE(
+        "sm_carveout: the hipBLASLt loaded at run time (version ", version,
+        ") has no SM_COUNT_TARGET (needs ",
+        kHipblasltSmCountTargetMinVersion, "); GEMMs are bounded by the "
+        "CU mask alone, which does not apply under graph capture");
     return;
   }
   const hipblasStatus_t status = hipblasLtMatmulDescSetAttribute(

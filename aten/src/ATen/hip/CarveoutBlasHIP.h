@@ -2,14 +2,15 @@
 
 // How the SM carveout reaches ROCm's BLAS libraries. One scope per GEMM:
 //   HipCarveoutGemmScope carveout(device, k, current_stream);
-//   set_hipblaslt_sm_count_target(desc, carveout.sm_count_target());
+//   set_hipblaslt_sm_count_target(handle, desc, carveout.sm_count_target());
 //   hipblasLtMatmul(..., carveout.stream());   // or rocBLAS, see below
 //   carveout.join();
 // hipBLASLt and rocBLAS both run on the CU-masked stream, which is what
 // reserves the CUs; hipBLASLt >= 1.4 also gets HIPBLASLT_MATMUL_DESC_
 // SM_COUNT_TARGET, a hint that sizes its grid (it reserves nothing by
 // itself, but it still applies under graph capture, where the masked stream
-// does not; see CarveoutStreamCache.h).
+// does not; see CarveoutStreamCache.h). The headers say whether the hint
+// can be compiled; the library loaded at run time says whether it is set.
 
 #include <ATen/cuda/CarveoutStreamCache.h>
 
@@ -68,7 +69,12 @@ class HipCarveoutGemmScope {
 
 #if AT_ROCM_HIPBLASLT_HAS_SM_COUNT_TARGET
 // Sets HIPBLASLT_MATMUL_DESC_SM_COUNT_TARGET; target 0 leaves desc alone.
+// The libhipblaslt loaded at run time may predate the attribute (built
+// against newer headers): then desc is left alone too, with a one-time
+// warning, and the CU mask alone bounds the GEMM (CUMask.h,
+// hipblaslt_takes_sm_count_target). `handle` is only read for the version.
 void set_hipblaslt_sm_count_target(
+    hipblasLtHandle_t handle,
     hipblasLtMatmulDesc_t desc,
     int32_t sm_count_target);
 #endif

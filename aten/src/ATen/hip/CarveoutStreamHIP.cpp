@@ -8,6 +8,7 @@
 #include <hip/hip_ext.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -118,19 +119,24 @@ CUTopology query_topology(c10::DeviceIndex device) {
   return topo;
 }
 
+std::atomic<bool>& whole_xcc_rounds() {
+  static std::atomic<bool> enabled{false};
+  return enabled;
+}
+
 class HipCarveoutStreamBackend final : public CarveoutStreamBackend {
  public:
-  void check_carveout(c10::DeviceIndex device, int64_t carveout) override {
-    const CUTopology topo = hip_cu_topology(device);
-    (void)cu_carveout_from_sm_carveout(
-        topo.total_cus, topo.cus_per_sm, carveout);
+  // The partition is the number of CUs the mask enables, so every k (and
+  // either rounding) that gives the same mask shares the cache's entries.
+  int64_t partition(c10::DeviceIndex device, int64_t carveout) override {
+    return hip_carveout_enabled_cus(device, carveout);
   }
 
   CarveoutStream create_restricted_stream(
       c10::DeviceIndex device,
-      int64_t carveout) override {
+      int64_t partition) override {
     const std::vector<uint32_t> mask =
-        build_sm_carveout_cu_mask(hip_cu_topology(device), carveout);
+        cu_mask_enabling(hip_cu_topology(device).total_cus, partition);
     HipDeviceScope scope(device);
     hipStream_t stream = nullptr;
     check_hip(
@@ -205,6 +211,19 @@ CUTopology hip_cu_topology(c10::DeviceIndex device) {
     topo = query_topology(device);
   }
   return topo;
+}
+
+void set_hip_carveout_whole_xcc_rounds(bool enabled) {
+  whole_xcc_rounds().store(enabled);
+}
+
+bool hip_carveout_whole_xcc_rounds() {
+  return whole_xcc_rounds().load();
+}
+
+int64_t hip_carveout_enabled_cus(c10::DeviceIndex device, int64_t carveout) {
+  return sm_carveout_enabled_cus(
+      hip_cu_topology(device), carveout, hip_carveout_whole_xcc_rounds());
 }
 
 std::unique_ptr<CarveoutStreamBackend> make_hip_carveout_stream_backend() {
