@@ -8,6 +8,9 @@ built from the repository's ``aten/`` sources, the autograd formulas are in
 
 import torch  # noqa: F401  (loads libc10/libtorch before _C)
 
+from overlap_ops._version import __version__, check_build as _check_build
+
+_check_build()  # before _C: a _C built for another torch fails obscurely
 from overlap_ops import _C  # noqa: F401  (runs the TORCH_LIBRARY registration)
 from overlap_ops import _fake  # noqa: F401  (registration only)
 from overlap_ops.carveout import sm_carveout
@@ -23,4 +26,3 @@ __all__ = [
     "routed_torch_grouped_mm",
     "set_checked_offsets",
 ]
-__version__ = "0.1.0"
