@@ -27,42 +27,24 @@ REJECTED=$BUILD_DIR/rejected-compilers
 say() { printf '\n==> %s\n' "$*"; }
 fail() { echo "build.sh: $*" >&2; exit 1; }
 
-declared_requirements() {  # declared_requirements GROUP...: build|test|bench
-  "$PYTHON" - "$@" <<'EOF'
-import sys
-try:
-    import tomllib
-except ImportError:  # Python 3.10: pip carries a copy of the same parser
-    try:
-        import tomli as tomllib
-    except ImportError:
-        from pip._vendor import tomli as tomllib
-with open("torch_ext/pyproject.toml", "rb") as f:
-    pyproject = tomllib.load(f)
-groups = dict(pyproject["project"]["optional-dependencies"],
-              build=pyproject["build-system"]["requires"])
-for group in sys.argv[1:]:
-    print("\n".join(groups[group]))
-EOF
-}
-
 ensure_torch() {
   "$PYTHON" -c 'import torch' 2>/dev/null && return
   say "torch not found: installing torch==$TESTED_TORCH"
   "$PYTHON" -m pip install "torch==$TESTED_TORCH"
 }
 
-ensure_python_deps() {  # ensure_python_deps GROUP...
+ensure_python_deps() {  # ensure_python_deps GROUP...: build, test, bench
   ensure_torch
   local listed req reqs=()
-  listed=$(declared_requirements "$@") \
+  listed=$("$PYTHON" torch_ext/build_requirements.py --unmet "$@") \
     || fail "cannot read the requirements in torch_ext/pyproject.toml"
   while IFS= read -r req; do
     # An explicit CUTLASS (a machine without a network) replaces the wheel.
     [[ -n ${CUTLASS_INCLUDE_DIR:-} && $req == nvidia-cutlass* ]] && continue
-    reqs+=("$req")
+    [[ -z $req ]] || reqs+=("$req")
   done <<<"$listed"
-  say "requirements ($*, from torch_ext/pyproject.toml): ${reqs[*]}"
+  ((${#reqs[@]})) || return 0
+  say "installing what torch_ext/pyproject.toml declares ($*): ${reqs[*]}"
   # The constraint keeps pip from replacing the installed torch.
   local pin
   pin=$(mktemp)

@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parent
 ATEN = REPO / "aten" / "src"
 sys.path.insert(0, str(ROOT))
-import nvcc_targets  # noqa: E402  (next to this file)
+import build_requirements  # noqa: E402  (next to this file)
+import nvcc_targets  # noqa: E402
 
 IS_HIP = cpp_extension.IS_HIP_EXTENSION
 
@@ -68,6 +69,20 @@ def _warn_untested_torch() -> None:
         print(f"overlap_ops: note: torch {torch.__version__} is newer than "
               f"{high[0]}.{high[1]}, the newest tested release",
               file=sys.stderr)
+
+
+def _check_build_requirements(cuda: bool) -> None:
+    # pip installs none of them without build isolation. CUTLASS only
+    # matters to the CUDA build, and CUTLASS_INCLUDE_DIR replaces it.
+    skip_cutlass = not cuda or os.environ.get("CUTLASS_INCLUDE_DIR")
+    needed = [r for r in build_requirements.declared("build")
+              if not (skip_cutlass and r.startswith("nvidia-cutlass"))]
+    unmet = build_requirements.unmet(needed)
+    if unmet:
+        raise SystemExit(
+            f"overlap_ops: the build needs {', '.join(unmet)}. Install the "
+            "build requirements of torch_ext/pyproject.toml first: pip "
+            f"install {shlex.join(needed)} (./build.sh does this)")
 
 
 def _want_cuda() -> bool:
@@ -211,7 +226,9 @@ def _capabilities() -> list[tuple[int, int]]:
 def _extension():
     cxx = ["-O3"]  # cpp_extension picks the C++ standard torch needs
     include_dirs = [str(ATEN)]
-    if not _want_cuda():
+    cuda = _want_cuda()
+    _check_build_requirements(cuda)
+    if not cuda:
         print("overlap_ops: building CPU-only (no CUDA torch or no nvcc)")
         return cpp_extension.CppExtension(
             "overlap_ops._C", _cpu_sources(), include_dirs=include_dirs,
