@@ -125,7 +125,7 @@ try:
 except RuntimeError as error:
     print(error)
 else:
-    print("no error raised")'
+    raise SystemExit("no error raised")'
 BAD_CALL_MESSAGE='grouped_mm: offs must have one entry per group (3 for the 2d x 3d layout), got 2'
 
 errors_reach_python() {  # status 1: the compiler's fault, 2: another one
@@ -158,9 +158,9 @@ check_or_rebuild() {
   errors_reach_python || status=$?
   ((status != 2)) || fail "fix the error check above first"
   ((status != 0)) || return 0
-  can_use_system_compiler || fail "build with a compiler that links" \
-    "libstdc++ dynamically, as torch does: for example" \
-    "CC=gcc CXX=g++ ./build.sh (set CC/CXX to GCC's full paths)"
+  can_use_system_compiler || fail "set CC and CXX to a GCC that links" \
+    "libstdc++ dynamically, as torch's own build does (a Linux" \
+    "distribution's gcc and g++ do), and run ./build.sh again"
   local rejected
   rejected=$(compiler)
   use_system_compiler

@@ -326,12 +326,13 @@ class TestErrorCheck(TestCase):
         self.assertIn("does not match torch's", done.stderr)
 
     def test_another_failure_is_not_blamed_on_the_compiler(self) -> None:
-        done = self._check(self._stand_in(
-            "echo 'ModuleNotFoundError: overlap_ops'; exit 1"))
-        self.assertEqual(done.returncode, 2)
-        self.assertIn("the error check itself failed (exit status 1)",
-                      done.stderr)
-        self.assertNotIn("C++ runtime", done.stderr)
+        for body in ("echo 'ModuleNotFoundError: overlap_ops'; exit 1",
+                     "echo 'no error raised'; exit 1"):
+            done = self._check(self._stand_in(body))
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("the error check itself failed (exit status 1)",
+                          done.stderr)
+            self.assertNotIn("C++ runtime", done.stderr)
 
 
 if __name__ == "__main__":
