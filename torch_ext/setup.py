@@ -7,10 +7,13 @@ a missing toolkit an error instead of a silent CPU-only build.
 
 Environment:
   OVERLAP_OPS_CUDA      auto (default) | 0 | 1
-  OVERLAP_OPS_ARCHS     CUDA targets, default "90a;80": sm_90a SASS for the
-                        Hopper kernels, sm_80 SASS + compute_80 PTX for the
-                        SM80 kernels (JIT-compiled on Hopper), both for the
-                        rest; see nvcc_targets.cuda_targets
+  TORCH_CUDA_ARCH_LIST  CUDA targets in PyTorch's form ("8.0;9.0+PTX"); 9.0
+                        means sm_90a, which the Hopper kernels need
+  OVERLAP_OPS_ARCHS     CUDA targets as nvcc names; wins over
+                        TORCH_CUDA_ARCH_LIST. Default of both "90a;80":
+                        sm_90a SASS for the Hopper kernels, sm_80 SASS +
+                        compute_80 PTX for the SM80 kernels (JIT-compiled on
+                        Hopper), both for the rest; see nvcc_targets.py
   CUTLASS_INCLUDE_DIR   CUTLASS headers; default: the nvidia-cutlass wheel
   MAX_JOBS              parallel compile jobs (ninja)
   OVERLAP_OPS_CUDA_SOURCES  regex on file names: compile only those CUDA
@@ -29,18 +32,28 @@ from pathlib import Path
 
 from setuptools import setup
 
-import torch
-from torch.utils import cpp_extension
+_NO_TORCH = """overlap_ops: torch is not installed in this build environment.
+The extension compiles against the torch it will run with, and pip builds
+in an isolated environment without it unless told otherwise. Install torch
+first, then build without isolation:
+    pip install torch
+    pip install --no-build-isolation ./torch_ext"""
+try:
+    import torch
+    from torch.utils import cpp_extension
+except ImportError as exc:
+    raise SystemExit(_NO_TORCH) from exc
 
 ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parent
 ATEN = REPO / "aten" / "src"
 sys.path.insert(0, str(ROOT))
-import nvcc_targets  # noqa: E402  (next to this file)
+import build_requirements  # noqa: E402  (next to this file)
+import nvcc_targets  # noqa: E402
 
 IS_HIP = cpp_extension.IS_HIP_EXTENSION
 
-SUPPORTED_TORCH = ((2, 11), (2, 14))
+TESTED_TORCH = ((2, 11), (2, 14))
 
 
 def _torch_minor() -> tuple[int, int]:
@@ -48,14 +61,30 @@ def _torch_minor() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _warn_unsupported_torch() -> None:
-    low, high = SUPPORTED_TORCH
-    if not low <= _torch_minor() <= high:
-        print(
-            f"overlap_ops: warning: torch {torch.__version__} is outside the "
-            f"supported range {low[0]}.{low[1]} to {high[0]}.{high[1]}",
-            file=sys.stderr,
-        )
+def _warn_untested_torch() -> None:
+    low, high = TESTED_TORCH
+    if _torch_minor() < low:
+        print(f"overlap_ops: warning: torch {torch.__version__} is older "
+              f"than {low[0]}.{low[1]}, the oldest release this builds "
+              "against", file=sys.stderr)
+    elif _torch_minor() > high:
+        print(f"overlap_ops: note: torch {torch.__version__} is newer than "
+              f"{high[0]}.{high[1]}, the newest tested release",
+              file=sys.stderr)
+
+
+def _check_build_requirements(cuda: bool) -> None:
+    # pip installs none of them without build isolation. CUTLASS only
+    # matters to the CUDA build, and CUTLASS_INCLUDE_DIR replaces it.
+    skip_cutlass = not cuda or os.environ.get("CUTLASS_INCLUDE_DIR")
+    needed = [r for r in build_requirements.declared("build")
+              if not (skip_cutlass and r.startswith("nvidia-cutlass"))]
+    unmet = build_requirements.unmet(needed)
+    if unmet:
+        raise SystemExit(
+            f"overlap_ops: the build needs {', '.join(unmet)}. Install the "
+            "build requirements of torch_ext/pyproject.toml first: pip "
+            f"install {shlex.join(needed)} (./build.sh does this)")
 
 
 def _want_cuda() -> bool:
@@ -100,7 +129,7 @@ def _cuda_sources() -> list[str]:
     found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
     found = [p for p in found if _needs_toolkit(p) and not p.endswith("HIP.cpp")]
     found += glob.glob(str(ATEN / "ATen" / "**" / "*.cu"), recursive=True)
-    # Compile checks (tools/check_cuda_compile.sh) build a subset.
+    # Compile checks (tools/checks/check_cuda_compile.sh) build a subset.
     only = os.environ.get("OVERLAP_OPS_CUDA_SOURCES")
     if only:
         found = [p for p in found if re.search(only, os.path.basename(p))]
@@ -191,15 +220,38 @@ def _cutlass_includes() -> list[str]:
     return [str(src / "include"), str(src / "tools" / "util" / "include")]
 
 
+def _has_gpu_kernels(ext) -> bool:
+    return any(source.endswith(".cu") for source in ext.sources)
+
+
+def _write_build_info(package_dir: Path, gpu_kernels: bool) -> None:
+    # overlap_ops/_version.py compares this with the running torch before
+    # loading _C, whose symbols only resolve in the torch it was built for.
+    cuda = torch.version.cuda if gpu_kernels and not IS_HIP else None
+    hip = torch.version.hip if gpu_kernels and IS_HIP else None
+    package_dir.mkdir(parents=True, exist_ok=True)
+    (package_dir / "_build_info.py").write_text(
+        "# Written by torch_ext/setup.py: what _C was built against.\n"
+        f"TORCH_VERSION = {str(torch.__version__)!r}\n"
+        f"CUDA_VERSION = {cuda!r}\n"
+        f"HIP_VERSION = {hip!r}\n")
+
+
 class _BuildExtension(cpp_extension.BuildExtension):
     """Compiles every source in one ninja run (MAX_JOBS shared by all),
     with each CUDA file's own -gencode flags (nvcc_targets.cuda_targets):
     ninja calls nvcc through nvcc_targets.py (PYTORCH_NVCC), which appends
     them. The user's PYTORCH_NVCC (e.g. a ccache wrapper) is the compiler
-    that script runs."""
+    that script runs. Next to _C it writes _build_info.py."""
+
+    def run(self) -> None:
+        super().run()
+        main = next(e for e in self.extensions if e.name == "overlap_ops._C")
+        _write_build_info(Path(self.get_ext_fullpath(main.name)).parent,
+                          _has_gpu_kernels(main))
 
     def build_extension(self, ext) -> None:
-        if IS_HIP or not any(s.endswith(".cu") for s in ext.sources):
+        if IS_HIP or not _has_gpu_kernels(ext):
             super().build_extension(ext)
             return
         saved = {name: os.environ.get(name)
@@ -218,21 +270,31 @@ class _BuildExtension(cpp_extension.BuildExtension):
                     os.environ[name] = value
 
 
+def _capabilities() -> list[tuple[int, int]]:
+    # For TORCH_CUDA_ARCH_LIST=native: the visible GPUs.
+    return [torch.cuda.get_device_capability(i)
+            for i in range(torch.cuda.device_count())]
+
+
 def _extension():
     cxx = ["-O3"]  # cpp_extension picks the C++ standard torch needs
     include_dirs = [str(ATEN)]
-    if not _want_cuda():
+    cuda = _want_cuda()
+    _check_build_requirements(cuda)
+    if not cuda:
         print("overlap_ops: building CPU-only (no CUDA torch or no nvcc)")
         return cpp_extension.CppExtension(
             "overlap_ops._C", _cpu_sources(), include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx})
-    print("overlap_ops: building CPU + CUDA kernels")
+    archs, origin = nvcc_targets.resolve_archs(os.environ, _capabilities)
+    print(f"overlap_ops: building CPU + CUDA kernels for "
+          f"{';'.join(archs)} ({origin})")
     wheel_inc, wheel_lib = _wheel_cuda_dirs()
     nvcc = ["-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
             "--expt-extended-lambda", "-DOVERLAP_OPS_WITH_CUDA",
             "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
             # -gencode flags per file, added by nvcc_targets.py in its place
-            nvcc_targets.ARCH_MARKER]
+            nvcc_targets.arch_flag(archs)]
     return cpp_extension.CUDAExtension(
         "overlap_ops._C", _cpu_sources() + _cuda_sources(),
         include_dirs=include_dirs + wheel_inc + _cutlass_includes(),
@@ -243,7 +305,7 @@ def _extension():
     )
 
 
-_warn_unsupported_torch()
+_warn_untested_torch()
 setup(
     packages=["overlap_ops"],
     ext_modules=_extensions(),

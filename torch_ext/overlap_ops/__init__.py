@@ -8,6 +8,9 @@ built from the repository's ``aten/`` sources, the autograd formulas are in
 
 import torch  # noqa: F401  (loads libc10/libtorch before _C)
 
+from overlap_ops._version import __version__, check_build as _check_build
+
+_check_build()  # before _C: a _C built for another torch fails obscurely
 from overlap_ops import _C  # noqa: F401  (runs the TORCH_LIBRARY registration)
 from overlap_ops import _fake  # noqa: F401  (registration only)
 from overlap_ops import moe
@@ -27,4 +30,3 @@ __all__ = [
     "set_checked_offsets",
     "sm_carveout",
 ]
-__version__ = "0.1.0"
