@@ -4,6 +4,7 @@
 
 typedef enum { HIPBLAS_STATUS_SUCCESS = 0 } hipblasStatus_t;
 typedef struct hipblasLtMatmulDescStub* hipblasLtMatmulDesc_t;
+typedef struct hipblasLtHandleStub* hipblasLtHandle_t;
 typedef enum {
   HIPBLASLT_MATMUL_DESC_SM_COUNT_TARGET = 1  // placeholder value
 } hipblasLtMatmulDescAttributes_t;
@@ -13,3 +14,5 @@ hipblasStatus_t hipblasLtMatmulDescSetAttribute(
     hipblasLtMatmulDescAttributes_t attr,
     const void* buf,
     size_t size_in_bytes);
+
+hipblasStatus_t hipblasLtGetVersion(hipblasLtHandle_t handle, int* version);
