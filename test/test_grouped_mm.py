@@ -133,7 +133,8 @@ class GroupedMMTestCase(TestCase):
         self.assertEqual(out.device, a.device)
         ref = reference_grouped_mm(a, b, offs, bias)
         assert_matches_reference(self, out, ref, a.dim(), b.dim(), offs,
-                                 tolerance(a.dtype, self.device_type))
+                                 tolerance(a.dtype, self.device_type,
+                                           out_dtype))
         return out
 
 
