@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -26,9 +27,12 @@ from torch.testing._internal.common_utils import (
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "torch_ext" / "nvcc_targets.py"
-sys.path.insert(0, str(WRAPPER.parent))
-
-import nvcc_targets  # noqa: E402
+# Loaded from its file: torch_ext/ on sys.path would make `import
+# overlap_ops` find the source package (no _C) instead of the installed one.
+_spec = importlib.util.spec_from_file_location("nvcc_targets", WRAPPER)
+nvcc_targets = importlib.util.module_from_spec(_spec)
+sys.modules["nvcc_targets"] = nvcc_targets
+_spec.loader.exec_module(nvcc_targets)
 
 SM90 = "-gencode=arch=compute_90a,code=sm_90a"
 SM80 = "-gencode=arch=compute_80,code=sm_80"

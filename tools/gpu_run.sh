@@ -44,7 +44,7 @@ if [[ -d .whl ]]; then
 fi
 # Build with the system compiler: an extension built by a compiler whose C++
 # runtime differs from torch's cannot throw exceptions into it.
-export CC=${CC:-/usr/bin/gcc} CXX=${CXX:-/usr/bin/g++}
+export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv
 python3 -c 'import torch; print("torch", torch.__version__)'
 
@@ -73,6 +73,7 @@ for stage in "$@"; do
       python3 -c "import overlap_ops; print('loaded', overlap_ops.__file__)" || exit 1
       ;;
     test)
+      python3 -c "import overlap_ops, sys; print('overlap_ops from', overlap_ops.__file__)" || exit 1
       # -rs names every skip, so a skipped GPU check cannot pass for a run.
       timeout "$(left)" python3 -m pytest -q -rs test -k "${TEST_K:-not nothing}" 2>&1 \
         | tee "$WORK/test.log" | tail -30
