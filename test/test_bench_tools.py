@@ -88,26 +88,26 @@ class TestBenchArgs(TestCase):
 
     def test_backend_env(self) -> None:
         args = bench._parse_args([
-            "--backend-env", "OVERLAP_OPS_GROUPED_MM_BACKEND=sm80",
+            "--backend-env", "TORCH_GROUPED_MM_BACKEND=sm80",
             "--backend-env", "X=a=b"])
         self.assertEqual(args.backend_env,
-                         [("OVERLAP_OPS_GROUPED_MM_BACKEND", "sm80"),
+                         [("TORCH_GROUPED_MM_BACKEND", "sm80"),
                           ("X", "a=b")])
         self.assertEqual(bench._ours_label(args.backend_env),
-                         "ours[OVERLAP_OPS_GROUPED_MM_BACKEND=sm80,X=a=b]")
+                         "ours[TORCH_GROUPED_MM_BACKEND=sm80,X=a=b]")
         self.assertEqual(bench._ours_label([]), "ours")
         self.assertTrue(_parse_fails(["--backend-env", "NOVALUE"]))
         self.assertTrue(_parse_fails(["--backend-env", "=x"]))
 
     def test_variants(self) -> None:
         args = bench._parse_args([
-            "--variant", "sm80:OVERLAP_OPS_GROUPED_MM_BACKEND=sm80",
-            "--variant", "checked:OVERLAP_OPS_GROUPED_MM_BACKEND=generic,"
-            "OVERLAP_OPS_CHECK_OFFSETS=1"])
+            "--variant", "sm80:TORCH_GROUPED_MM_BACKEND=sm80",
+            "--variant", "checked:TORCH_GROUPED_MM_BACKEND=generic,"
+            "TORCH_GROUPED_MM_CHECK_OFFSETS=1"])
         self.assertEqual(args.variant, [
-            ("sm80", {"OVERLAP_OPS_GROUPED_MM_BACKEND": "sm80"}),
-            ("checked", {"OVERLAP_OPS_GROUPED_MM_BACKEND": "generic",
-                         "OVERLAP_OPS_CHECK_OFFSETS": "1"})])
+            ("sm80", {"TORCH_GROUPED_MM_BACKEND": "sm80"}),
+            ("checked", {"TORCH_GROUPED_MM_BACKEND": "generic",
+                         "TORCH_GROUPED_MM_CHECK_OFFSETS": "1"})])
         self.assertEqual(list(bench._callables(False, args.variant)),
                          ["ours", "stock", "ours@sm80", "ours@checked"])
         for bad in ("nolabel", "x:", "x:NOVALUE", "a b:X=1"):
@@ -747,19 +747,19 @@ class TestBenchLoop(TestCase):
             status = self._main_faked(
                 ["--shapes", str(suite), "--out", str(out), "--dtypes",
                  "bf16", "--rounds", "1", "--column-order", "fixed",
-                 "--variant", "half:OVERLAP_OPS_GROUPED_MM_BACKEND=generic"],
+                 "--variant", "half:TORCH_GROUPED_MM_BACKEND=generic"],
                 lambda fns, timer: us[next(column)])
             self.assertEqual(status, 0)
             results = json.loads((out / bench.JSON_NAME).read_text())
             self.assertEqual(results["variants"],
                              {"ours@half": {
-                                 "OVERLAP_OPS_GROUPED_MM_BACKEND": "generic"}})
+                                 "TORCH_GROUPED_MM_BACKEND": "generic"}})
             row = results["rows"][0]
             self.assertEqual(row["ours@half_check"], "pass")
             self.assertEqual(row["ours@half_us"], 10.0)
             md = (out / report.MD_NAME).read_text()
             self.assertIn(
-                "- ours@half: `OVERLAP_OPS_GROUPED_MM_BACKEND=generic`", md)
+                "- ours@half: `TORCH_GROUPED_MM_BACKEND=generic`", md)
             self.assertIn("| tiny | balanced | 16.0 | 20.0 | 10.0 | 1.25 | "
                           "0.62 | ours@half |", md)
             self.assertIn("| rows > 1.03 |  |  |  |  | 1 | 0 |  |", md)
@@ -1286,7 +1286,7 @@ class TestMergeRuns(TestCase):
             merge_runs.merge([first])
         # A part with our kernels forced onto another path is another column.
         forced = self._run([("b", "fwd", 1.0, 1.0)],
-                           backend_env={"OVERLAP_OPS_GROUPED_MM_BACKEND":
+                           backend_env={"TORCH_GROUPED_MM_BACKEND":
                                         "sm80"})
         with self.assertRaisesRegex(ValueError, "run 2 has backend_env"):
             merge_runs.merge([first, forced])

@@ -15,9 +15,9 @@ tests on CUDA plus the CUDA-only ones; test_grouped_mm_autograd.py covers
 autograd, fake/meta kernels and torch.compile.
 
 On CUDA the kernel family is chosen per call, and
-OVERLAP_OPS_GROUPED_MM_BACKEND (auto | sm90 | sm80 | generic) is read at
+TORCH_GROUPED_MM_BACKEND (auto | sm90 | sm80 | generic) is read at
 every call, so the CUDA files run on another path by setting it for the
-process (test_grouped_mm_cuda.py says more). OVERLAP_OPS_TEST_TF32=1 allows
+process (test_grouped_mm_cuda.py says more). GROUPED_MM_TEST_TF32=1 allows
 TF32 for a whole run, so that float32 takes the tensor-core kernels too.
 """
 
@@ -83,9 +83,9 @@ def _randn(*shape, device, dtype, transposed=False):
     return torch.randn(*shape, device=device, dtype=dtype)
 
 
-_BACKEND_ENV = "OVERLAP_OPS_GROUPED_MM_BACKEND"
+_BACKEND_ENV = "TORCH_GROUPED_MM_BACKEND"
 
-if os.environ.get("OVERLAP_OPS_TEST_TF32") == "1":
+if os.environ.get("GROUPED_MM_TEST_TF32") == "1":
     # For a whole run (the forced SM80 run): float32 then takes the TF32
     # tensor-core kernels. Tests that need it off still say so.
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -93,7 +93,7 @@ if os.environ.get("OVERLAP_OPS_TEST_TF32") == "1":
 
 @contextlib.contextmanager
 def _backend(value):
-    """Sets OVERLAP_OPS_GROUPED_MM_BACKEND (read by the C++ at every call)."""
+    """Sets TORCH_GROUPED_MM_BACKEND (read by the C++ at every call)."""
     previous = os.environ.get(_BACKEND_ENV)
     os.environ[_BACKEND_ENV] = value
     try:
@@ -402,34 +402,34 @@ class _ContractTests:
     @needs_extension
     @onlyCPU
     def test_checked_offsets_environment(self, device):
-        # The switch falls back to OVERLAP_OPS_CHECK_OFFSETS, read at every
+        # The switch falls back to TORCH_GROUPED_MM_CHECK_OFFSETS, read at every
         # call, and the context manager hands it back on exit (it used to
         # leave the value it found pinned, so the variable was never read
         # again). A value it does not know raises instead of turning on.
         read = _testing.checked_offsets
-        saved = os.environ.get("OVERLAP_OPS_CHECK_OFFSETS")
+        saved = os.environ.get("TORCH_GROUPED_MM_CHECK_OFFSETS")
         try:
             with overlap_ops.checked_offsets(True):
                 self.assertTrue(read())
             for value, want in (("1", True), ("on", True), ("yes", True),
                                 ("0", False), ("off", False), ("", False)):
-                os.environ["OVERLAP_OPS_CHECK_OFFSETS"] = value
+                os.environ["TORCH_GROUPED_MM_CHECK_OFFSETS"] = value
                 self.assertEqual(read(), want, value)
                 with overlap_ops.checked_offsets(not want):
                     self.assertEqual(read(), not want, value)
                 self.assertEqual(read(), want, value)
-            os.environ["OVERLAP_OPS_CHECK_OFFSETS"] = "auto"
+            os.environ["TORCH_GROUPED_MM_CHECK_OFFSETS"] = "auto"
             with self.assertRaisesRegex(
-                    RuntimeError, "OVERLAP_OPS_CHECK_OFFSETS must be 1, on"):
+                    RuntimeError, "TORCH_GROUPED_MM_CHECK_OFFSETS must be 1, on"):
                 read()
             overlap_ops.set_checked_offsets(False)  # overrides the variable
             self.assertFalse(read())
         finally:
             overlap_ops.set_checked_offsets(None)
             if saved is None:
-                os.environ.pop("OVERLAP_OPS_CHECK_OFFSETS", None)
+                os.environ.pop("TORCH_GROUPED_MM_CHECK_OFFSETS", None)
             else:
-                os.environ["OVERLAP_OPS_CHECK_OFFSETS"] = saved
+                os.environ["TORCH_GROUPED_MM_CHECK_OFFSETS"] = saved
 
     @onlyCPU
     def test_backend_override_ignored_on_cpu(self, device):

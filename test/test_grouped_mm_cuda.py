@@ -9,18 +9,18 @@ that never fault, and checked mode. Same mode detection as
 test_grouped_mm.py (extension or patched wheel). Nothing here runs without
 a GPU.
 
-The kernel family is chosen per call, and OVERLAP_OPS_GROUPED_MM_BACKEND
+The kernel family is chosen per call, and TORCH_GROUPED_MM_BACKEND
 (auto | sm90 | sm80 | generic) is read at every call, so the whole CUDA suite
 runs on another path by setting it for the process. The SM80 path runs on
 any GPU from SM80 on, Hopper included:
 
-    OVERLAP_OPS_GROUPED_MM_BACKEND=sm80 python3 -m pytest test/test_grouped_mm_cuda.py
+    TORCH_GROUPED_MM_BACKEND=sm80 python3 -m pytest test/test_grouped_mm_cuda.py
 
 test_backend_selects_kernels checks, from the profiler's kernel names, that
 the family the process asked for (auto: the GPU's) is the one that runs.
 Operands a forced path cannot take (odd sizes, unaligned strides) still fall
 back to the generic kernel, and so does float32 while TF32 is not allowed
-(OVERLAP_OPS_TEST_TF32=1 allows it for the whole run).
+(GROUPED_MM_TEST_TF32=1 allows it for the whole run).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def _expected_family(device, dtype, hopper_tf32="sm80",
                      grouped_along_k=False, b_n_major=False,
                      rows=None, groups=None, a_row_major=True) -> str:
     """The kernel family a call with aligned operands should run, from the
-    process's OVERLAP_OPS_GROUPED_MM_BACKEND, the GPU and the TF32 switch
+    process's TORCH_GROUPED_MM_BACKEND, the GPU and the TF32 switch
     (the dispatch rules of GroupedMMKernels.h). hopper_tf32: the family
     GroupedMMTf32Route.h picks for the call under TF32 on Hopper (the
     tests' calls are small, so SM80 unless the SM90 path copies no more
@@ -472,14 +472,14 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
         with _backend("no-such-backend"):
             with self.assertRaisesRegex(
                     RuntimeError,
-                    "OVERLAP_OPS_GROUPED_MM_BACKEND must be one of auto, "
+                    "TORCH_GROUPED_MM_BACKEND must be one of auto, "
                     "sm90, sm80, generic; got 'no-such-backend'"):
                 _grouped_mm(a, b, make_offsets([5, 7], device))
 
     @dtypes(torch.bfloat16, torch.float16, torch.float32)
     @parametrize("layout", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
     def test_backend_selects_kernels(self, device, dtype, layout):
-        # The family OVERLAP_OPS_GROUPED_MM_BACKEND asks for (auto: the
+        # The family TORCH_GROUPED_MM_BACKEND asks for (auto: the
         # GPU's) is the one whose GEMM runs, and no other family's does, so
         # a suite run with the switch set really tests that path.
         # Under TF32 on Hopper, 3d x 2d runs as a transposed 2d x 3d whose
@@ -1188,7 +1188,7 @@ class TestTf32PaddedK(HopperTestCase):
     K-major with each group's K range moved to a 16-byte boundary, or a
     128-byte line from 256 tokens per group on average
     (copy_k_groups_padded), since TMA needs aligned group bases and the
-    offsets are arbitrary. Forced here with OVERLAP_OPS_GROUPED_MM_BACKEND
+    offsets are arbitrary. Forced here with TORCH_GROUPED_MM_BACKEND
     =sm90 (the default route takes them only for large m and n, which
     these small calls are not)."""
 

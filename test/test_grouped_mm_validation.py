@@ -224,12 +224,12 @@ class TestGroupedMMValidation(TestCase):
     @unittest.skipIf(not HAS_EXTENSION, "the switch is the extension's")
     def test_checked_offsets_variable(self, device):
         with unittest.mock.patch.dict(os.environ,
-                                      {"OVERLAP_OPS_CHECK_OFFSETS": "maybe"}):
+                                      {"TORCH_GROUPED_MM_CHECK_OFFSETS": "maybe"}):
             with self.assertRaises(RuntimeError) as ctx:
                 _testing.checked_offsets()
         self.assertEqual(
             str(ctx.exception).split("\n")[0],
-            "grouped_mm: OVERLAP_OPS_CHECK_OFFSETS must be 1, on, true or "
+            "grouped_mm: TORCH_GROUPED_MM_CHECK_OFFSETS must be 1, on, true or "
             "yes (checked), or empty, 0, off, false or no; got 'maybe'")
 
 

@@ -50,10 +50,10 @@ class TestReadme(TestCase):
         # A switch the code reads but docs/TUNING.md does not name is one
         # a user cannot find; the scan covers aten/ (runtime switches) and
         # the Python of the build, the package, the tools and the tests.
-        read_in_cpp = re.compile(
-            r'(?:env_choice|getenv)\(\s*"(OVERLAP_OPS_\w+)"')
+        name = r"((?:OVERLAP_OPS|TORCH_GROUPED_MM|GROUPED_MM)_\w+)"
+        read_in_cpp = re.compile(r'(?:env_choice|getenv)\(\s*"' + name + '"')
         read_in_python = re.compile(
-            r'(?:environ\.get\(|environ\[|getenv\()\s*["\'](OVERLAP_OPS_\w+)')
+            r'(?:environ\.get\(|environ\[|getenv\()\s*["\']' + name)
         switches = set()
         for source in (REPO / "aten").rglob("*"):
             if source.suffix in {".h", ".cuh", ".cpp", ".cu"}:
@@ -65,10 +65,10 @@ class TestReadme(TestCase):
                         source.read_text()))
         # Set by setup.py for its own nvcc wrapper, not by users.
         switches.discard("OVERLAP_OPS_REAL_NVCC")
-        self.assertIn("OVERLAP_OPS_GROUPED_MM_BACKEND", switches)
+        self.assertIn("TORCH_GROUPED_MM_BACKEND", switches)
         self.assertIn("OVERLAP_OPS_CUDA", switches)
         self.assertGreater(len(switches), 5)
-        documented = set(re.findall(r"`(OVERLAP_OPS_\w+)`",
+        documented = set(re.findall("`" + name + "`",
                                     (REPO / "docs" / "TUNING.md").read_text()))
         self.assertEqual(sorted(switches - documented), [])
         # And no documented switch is one the code no longer reads.

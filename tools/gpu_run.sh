@@ -81,7 +81,7 @@ for stage in "$@"; do
     sanitize)
       for backend in ${SANITIZE_BACKENDS:-auto sm80 generic}; do
         log=$WORK/sanitize_$backend.log
-        OVERLAP_OPS_GROUPED_MM_BACKEND=$backend timeout 150 \
+        TORCH_GROUPED_MM_BACKEND=$backend timeout 150 \
           compute-sanitizer --tool memcheck --report-api-errors no \
           --error-exitcode 3 python3 -m pytest -q -rs \
           ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py} \

@@ -155,7 +155,7 @@ AA_LABEL = "again"
 
 def _variant(text: str) -> tuple[str, dict[str, str]]:
     """argparse type: LABEL:NAME=VALUE[,NAME=VALUE...], a column of ours
-    run with that environment (e.g. sm80:OVERLAP_OPS_GROUPED_MM_BACKEND=sm80)."""
+    run with that environment (e.g. sm80:TORCH_GROUPED_MM_BACKEND=sm80)."""
     label, sep, rest = text.partition(":")
     if not sep or not label.replace("_", "").replace("-", "").isalnum():
         raise argparse.ArgumentTypeError(

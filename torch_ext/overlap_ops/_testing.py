@@ -220,7 +220,7 @@ def two_caller_streams_scenario(k_a: int, k_b: int, *, total_sms: int,
 def checked_offsets() -> bool:
     """Whether the kernels run in checked mode now: the override set by
     :func:`overlap_ops.set_checked_offsets`, else
-    ``OVERLAP_OPS_CHECK_OFFSETS``.
+    ``TORCH_GROUPED_MM_CHECK_OFFSETS``.
 
     Raises:
         RuntimeError: the environment variable has a value it does not know.

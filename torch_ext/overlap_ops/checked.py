@@ -4,7 +4,7 @@ Off by default because it synchronises. When on, CUDA calls copy ``offs`` to
 the host and raise an error naming the first bad group (decreasing values,
 negative values, values past the end). Without it, bad offsets are clamped on
 the device and never cause an out-of-bounds access. The environment variable
-``OVERLAP_OPS_CHECK_OFFSETS=1`` turns it on for a whole run (read at every
+``TORCH_GROUPED_MM_CHECK_OFFSETS=1`` turns it on for a whole run (read at every
 call until :func:`set_checked_offsets` overrides it).
 """
 
@@ -18,7 +18,7 @@ import torch
 
 def set_checked_offsets(enabled: bool | None) -> None:
     """Turns checked mode on or off for the whole process; ``None`` hands it
-    back to ``OVERLAP_OPS_CHECK_OFFSETS``."""
+    back to ``TORCH_GROUPED_MM_CHECK_OFFSETS``."""
     torch.ops.overlap_ops._set_checked_offsets(
         None if enabled is None else bool(enabled))
 

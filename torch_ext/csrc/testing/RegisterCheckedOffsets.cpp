@@ -1,6 +1,6 @@
 // Test-only op (namespace overlap_ops_testing): whether checked offsets are
 // on, i.e. what the kernels read (the override set through
-// overlap_ops.set_checked_offsets, else OVERLAP_OPS_CHECK_OFFSETS).
+// overlap_ops.set_checked_offsets, else TORCH_GROUPED_MM_CHECK_OFFSETS).
 
 #include <ATen/native/GroupedMMValidation.h>
 

@@ -250,7 +250,7 @@ bool grouped_mm_checked_offsets() {
   if (overridden >= 0) {
     return overridden == 1;
   }
-  const char* env = std::getenv("OVERLAP_OPS_CHECK_OFFSETS");
+  const char* env = std::getenv("TORCH_GROUPED_MM_CHECK_OFFSETS");
   const std::string_view value = env == nullptr ? "" : env;
   for (const char* off : {"", "0", "off", "false", "no"}) {
     if (value == off) {
@@ -262,7 +262,7 @@ bool grouped_mm_checked_offsets() {
       return true;
     }
   }
-  TORCH_CHECK(false, kOp, ": OVERLAP_OPS_CHECK_OFFSETS must be 1, on, true "
+  TORCH_CHECK(false, kOp, ": TORCH_GROUPED_MM_CHECK_OFFSETS must be 1, on, true "
               "or yes (checked), or empty, 0, off, false or no; got '", value,
               "'");
 }

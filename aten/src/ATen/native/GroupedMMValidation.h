@@ -54,7 +54,7 @@ void check_grouped_mm_offsets_on_host(
     int64_t grouped_extent);
 
 // Reads the checked-mode switch: set_grouped_mm_checked_offsets when it
-// holds a value, else OVERLAP_OPS_CHECK_OFFSETS in the environment (1, on,
+// holds a value, else TORCH_GROUPED_MM_CHECK_OFFSETS in the environment (1, on,
 // true or yes: checked; unset, empty, 0, off, false or no: not; any other
 // value raises, naming the accepted ones).
 bool grouped_mm_checked_offsets();

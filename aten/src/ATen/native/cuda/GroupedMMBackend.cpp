@@ -32,7 +32,7 @@ size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices) {
 
 Backend requested_backend() {
   switch (env_choice(
-      "OVERLAP_OPS_GROUPED_MM_BACKEND", {"sm90", "sm80", "generic"})) {
+      "TORCH_GROUPED_MM_BACKEND", {"sm90", "sm80", "generic"})) {
     case 1:
       return Backend::kSm90;
     case 2:

@@ -169,7 +169,7 @@ Tensor grouped_mm_cuda(
   TORCH_CHECK(
       self.is_cuda(), "grouped_mm: self must be a CUDA tensor, got ",
       self.device());
-  // A bad OVERLAP_OPS_GROUPED_MM_BACKEND raises here, before any launch.
+  // A bad TORCH_GROUPED_MM_BACKEND raises here, before any launch.
   grouped_mm::requested_backend();
   c10::cuda::CUDAGuard guard(self.device());
   check_offsets_if_requested(offs, p);

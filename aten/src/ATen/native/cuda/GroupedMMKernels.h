@@ -97,7 +97,7 @@ size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices);
 // Which grouped-mm kernel family to use. auto: the Hopper kernels on SM90,
 // the SM80 kernels on SM80 to SM89 and SM120, the generic kernel elsewhere
 // (and for whatever a tensor-core path does not take).
-// OVERLAP_OPS_GROUPED_MM_BACKEND = auto (default) | sm90 | sm80 | generic
+// TORCH_GROUPED_MM_BACKEND = auto (default) | sm90 | sm80 | generic
 // forces one; sm80 runs the SM80 kernels on any GPU from SM80 on (Hopper
 // included). An unknown value raises.
 enum class Backend { kAuto, kSm90, kSm80, kGeneric };

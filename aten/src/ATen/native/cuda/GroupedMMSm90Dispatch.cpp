@@ -54,7 +54,7 @@ std::optional<Major> needed_b_major(GroupedDim grouped, bool tf32,
 // TF32 on Hopper: the SM90 kernels, unless the SM80 ones (which read either
 // major) beat the SM90 ones plus the copies only the SM90 path makes
 // (GroupedMMTf32Route.h), and can run the call. A forced
-// OVERLAP_OPS_GROUPED_MM_BACKEND=sm90 keeps SM90 wherever it can run.
+// TORCH_GROUPED_MM_BACKEND=sm90 keeps SM90 wherever it can run.
 bool sm90_takes_tf32(const Geometry& geo, std::optional<Major> need_a,
                      std::optional<Major> need_b) {
   const bool grouped_along_k = geo.grouped == GroupedDim::kReduction;
