@@ -10,7 +10,8 @@
 #             as .ext/ext.tgz, `loadext` installs it instead of `build`
 #             (same sources and torch only: the caller's responsibility)
 #   test      every test file (CPU and CUDA tests; TEST_K narrows them as
-#             pytest -k does, e.g. TEST_K="cuda or CUDA")
+#             pytest -k does, e.g. TEST_K="cuda or CUDA"; TEST_FILES picks
+#             the files)
 #   sanitize  compute-sanitizer memcheck over the CUDA grouped-mm tests,
 #             once per backend (SANITIZE_BACKENDS, default "auto sm80 generic")
 #   bench     tools/bench/bench_grouped_mm.py $BENCH_ARGS
@@ -75,7 +76,7 @@ for stage in "$@"; do
     test)
       python3 -c "import overlap_ops, sys; print('overlap_ops from', overlap_ops.__file__)" || exit 1
       # -rs names every skip, so a skipped GPU check cannot pass for a run.
-      timeout "$(left)" python3 -m pytest -q -rs test -k "${TEST_K:-not nothing}" 2>&1 \
+      timeout "$(left)" python3 -m pytest -q -rs ${TEST_FILES:-test} -k "${TEST_K:-not nothing}" 2>&1 \
         | tee "$WORK/test.log" | tail -30
       ;;
     sanitize)
