@@ -27,7 +27,9 @@ from torch.testing._internal.common_utils import (
 
 try:
     import overlap_ops
-except ImportError:  # a patched PyTorch wheel
+except ModuleNotFoundError as error:  # a patched PyTorch wheel
+    if error.name != "overlap_ops":
+        raise  # installed but broken: never mistake it for wheel mode
     overlap_ops = None
     _testing = None
 else:  # with the extension, its test-only ops must load

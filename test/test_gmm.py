@@ -16,7 +16,9 @@ from torch.testing._internal.common_utils import parametrize, run_tests, TestCas
 try:
     import overlap_ops
     HAS_EXTENSION = True
-except ImportError:  # a patched PyTorch wheel: the package is not there
+except ModuleNotFoundError as error:  # a patched PyTorch wheel: the package is not there
+    if error.name != "overlap_ops":
+        raise  # installed but broken: never mistake it for wheel mode
     HAS_EXTENSION = False
 
 

@@ -34,7 +34,9 @@ except ImportError:  # Python 3.10
 try:
     import overlap_ops
     HAS_EXTENSION = True
-except ImportError:  # a patched PyTorch wheel
+except ModuleNotFoundError as error:  # a patched PyTorch wheel
+    if error.name != "overlap_ops":
+        raise  # installed but broken: never mistake it for wheel mode
     HAS_EXTENSION = False
 
 REPO = Path(__file__).resolve().parent.parent

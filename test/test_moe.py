@@ -28,7 +28,9 @@ try:
     import overlap_ops
     from overlap_ops import moe
     HAS_EXTENSION = True
-except ImportError:  # a patched PyTorch wheel: the package is not there
+except ModuleNotFoundError as error:  # a patched PyTorch wheel: the package is not there
+    if error.name != "overlap_ops":
+        raise  # installed but broken: never mistake it for wheel mode
     HAS_EXTENSION = False
 
 

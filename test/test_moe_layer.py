@@ -29,7 +29,9 @@ import bench_moe_layer as moe  # noqa: E402
 try:
     import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
     HAS_EXTENSION = True
-except ImportError:
+except ModuleNotFoundError as error:
+    if error.name != "overlap_ops":
+        raise  # installed but broken: never mistake it for wheel mode
     HAS_EXTENSION = False
 
 _SUITE = REPO / "bench" / "moe_shapes.json"

@@ -7,7 +7,7 @@
 #include <ATen/native/cuda/GroupColumnSums.h>
 #include <ATen/native/cuda/GroupedMMCUDA.h>
 #include <ATen/native/cuda/GroupGradCast.h>
-#include <ATen/ops/_grouped_mm_native.h>
+#include <dlfcn.h>
 #endif
 
 #include "AtenOverride.h"
@@ -23,6 +23,25 @@ constexpr const char* kGroupedMMSchema =
     "Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor";
 
 #ifdef OVERLAP_OPS_WITH_CUDA
+using GroupedMMKernel = at::Tensor (*)(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, std::optional<at::ScalarType>);
+
+// Upstream's CUDA kernel, looked up at run time: a direct reference would
+// not load into a torch that does not export it with this signature (2.11
+// does not). Null there, and the rule's upstream calls stay ours.
+GroupedMMKernel upstream_grouped_mm_cuda() {
+  static const GroupedMMKernel kernel = [] {
+    void* lib = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    return lib == nullptr ? nullptr
+        : reinterpret_cast<GroupedMMKernel>(dlsym(
+              lib,
+              "_ZN2at6native16_grouped_mm_cudaERKNS_6TensorES3_RKSt8optional"
+              "IS1_ES7_S4_IN3c1010ScalarTypeEE"));
+  }();
+  return kernel;
+}
+
 // The routed CUDA kernel: stock's own where it runs sync-free on a GPU this
 // build has no tuned kernels for, ours otherwise (the same rule the patched
 // wheel's _grouped_mm_cuda applies).
@@ -32,9 +51,11 @@ at::Tensor routed_grouped_mm_cuda(
     const std::optional<at::Tensor>& offs,
     const std::optional<at::Tensor>& bias,
     std::optional<at::ScalarType> out_dtype) {
-  if (at::native::grouped_mm_upstream_takes(self, mat2, offs, bias,
+  const GroupedMMKernel upstream = upstream_grouped_mm_cuda();
+  if (upstream != nullptr &&
+      at::native::grouped_mm_upstream_takes(self, mat2, offs, bias,
                                             out_dtype)) {
-    return at::native::_grouped_mm_cuda(self, mat2, offs, bias, out_dtype);
+    return upstream(self, mat2, offs, bias, out_dtype);
   }
   return at::native::grouped_mm_cuda(self, mat2, offs, bias, out_dtype);
 }
