@@ -42,20 +42,24 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+using GroupedMMSignature = at::Tensor(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, std::optional<at::ScalarType>);
+
+c10::TypedOperatorHandle<GroupedMMSignature> find_grouped_mm_op(
+    const char* name) {
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow(name, "")
+      .typed<GroupedMMSignature>();
+}
+
 at::Tensor call_grouped_mm(
     const at::Tensor& a,
     const at::Tensor& b,
     const std::optional<at::Tensor>& offs,
     const std::optional<at::Tensor>& bias,
     std::optional<at::ScalarType> out_dtype) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("overlap_ops::grouped_mm", "")
-          .typed<at::Tensor(
-              const at::Tensor&, const at::Tensor&,
-              const std::optional<at::Tensor>&,
-              const std::optional<at::Tensor>&,
-              std::optional<at::ScalarType>)>();
+  static const auto op = find_grouped_mm_op("overlap_ops::grouped_mm");
   return op.call(a, b, offs, bias, out_dtype);
 }
 
@@ -67,20 +71,11 @@ at::Tensor call_aten_grouped_mm(
     const std::optional<at::Tensor>& offs,
     const std::optional<at::Tensor>& bias,
     std::optional<at::ScalarType> out_dtype) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("aten::_grouped_mm", "")
-          .typed<at::Tensor(
-              const at::Tensor&, const at::Tensor&,
-              const std::optional<at::Tensor>&,
-              const std::optional<at::Tensor>&,
-              std::optional<at::ScalarType>)>();
+  static const auto op = find_grouped_mm_op("aten::_grouped_mm");
   return op.call(a, b, offs, bias, out_dtype);
 }
 
-using GroupedMMFn = at::Tensor (*)(
-    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-    const std::optional<at::Tensor>&, std::optional<at::ScalarType>);
+using GroupedMMFn = GroupedMMSignature*;
 
 // The bias gradient's column sums through the dispatcher, so a traced
 // backward records the op (its fake kernel gives the shape).
