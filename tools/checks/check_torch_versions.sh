@@ -30,8 +30,13 @@ for version in "$@"; do
   if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv" || { results+=("$version: no venv"); continue; }
   fi
-  if ! "$venv/bin/python" -m pip install -q "torch==$version" expecttest \
-      pytest numpy ninja setuptools wheel > "$log" 2>&1; then
+  # torch first, then what torch_ext/pyproject.toml declares for building
+  # and testing (the same list build.sh installs).
+  if ! { "$venv/bin/python" -m pip install -q "torch==$version" &&
+         reqs=$("$venv/bin/python" torch_ext/build_requirements.py \
+           --unmet build test) &&
+         { [[ -z $reqs ]] || "$venv/bin/python" -m pip install -q $reqs; }; } \
+      > "$log" 2>&1; then
     tail -3 "$log"
     results+=("$version: torch did not install (log $log)")
     continue
