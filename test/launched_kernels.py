@@ -39,15 +39,9 @@ def launched_kernels_under_carveout(
         return launched_kernels(fn)
 
 
-def launched_kernels_on_streams(
-        fn: Callable[[], object]) -> list[tuple[str, int, int]]:
-    """(name, CTAs launched, stream id) for every CUDA kernel of one call of
-    fn, as launched_kernels. The stream id is the profiler's (CUPTI's), not
-    a cudaStream_t: compare it only with other kernels of the same trace."""
+def _traced_kernels(fn: Callable[[], object]) -> list[tuple[str, int, int]]:
     from torch.profiler import profile, ProfilerActivity
 
-    fn()
-    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
@@ -61,11 +55,26 @@ def launched_kernels_on_streams(
             x, y, z = event["args"]["grid"]
             kernels.append((event["name"], x * y * z,
                             int(event["args"].get("stream", -1))))
+    return kernels
+
+
+def launched_kernels_on_streams(
+        fn: Callable[[], object]) -> list[tuple[str, int, int]]:
+    """(name, CTAs launched, stream id) for every CUDA kernel of one call of
+    fn, as launched_kernels. The stream id is the profiler's (CUPTI's), not
+    a cudaStream_t: compare it only with other kernels of the same trace.
+
+    Skips only when the profiler records nothing at all, not even a fill
+    (CUPTI has one subscriber, and compute-sanitizer takes it). A call that
+    launches no kernel while the profiler works is a failure."""
+    fn()
+    torch.cuda.synchronize()
+    kernels = _traced_kernels(fn)
     if not kernels:
-        # Every call measured here launches at least one kernel, so an empty
-        # trace means the profiler could not attach (CUPTI has one
-        # subscriber, and compute-sanitizer takes it): nothing to check.
-        raise unittest.SkipTest(
-            "the profiler recorded no CUDA kernels (CUPTI unavailable, e.g. "
-            "under compute-sanitizer)")
+        probe = _traced_kernels(lambda: torch.ones(1, device="cuda").add_(1))
+        if not probe:
+            raise unittest.SkipTest(
+                "the profiler records no CUDA kernels (CUPTI unavailable, "
+                "e.g. under compute-sanitizer)")
+        raise AssertionError("the call launched no CUDA kernel")
     return kernels

@@ -1639,8 +1639,6 @@ class TestTf32MnBDirect(HopperTestCase):
                        dtype=torch.float32)
             with _allow_tf32(True):
                 gemms = _sm90_gemm_names(self._names(op, a, b, offs, None))
-            if not gemms:  # under compute-sanitizer
-                self.skipTest("the profiler recorded no kernel")
             self.assertEqual(len(gemms), 1, gemms)
             return gemms[0]
         # (Means past 96 rows split by default: test_token_split_*.)
@@ -1726,8 +1724,7 @@ class TestTf32MnBDirect(HopperTestCase):
                     lambda: op(a, b, offs, bias), carveout=9)
                 found = [(name, ctas) for name, ctas in grids
                          if self._KERNEL in name]
-                if not found:
-                    self.skipTest("the profiler recorded no kernel")
+                self.assertTrue(found, grids)
                 return found
             narrow = gemms(_sm90_plan(token_tile="narrow"))
             wide = gemms(_sm90_plan(token_tile="wide"))
