@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import threading
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -139,8 +139,60 @@ def _route_carveout_gemms_once() -> None:
             route_carveout_gemms(True)
 
 
+def nccl_options(k: int, options: Any = None) -> Any:
+    """``ProcessGroupNCCL.Options`` whose communicator uses at most ``k``
+    CTAs (NCCL runs one CTA per SM), so that collectives and GEMMs inside
+    ``sm_carveout(k)`` or ``sm_carveout("auto")`` split the GPU exactly.
+
+    Example::
+
+        dist.init_process_group("nccl", pg_options=overlap_ops.nccl_options(16))
+        with overlap_ops.sm_carveout("auto"):   # k = 16, from the group
+            ...
+
+    Args:
+        k: CTAs NCCL may use, ``k >= 1``.
+        options: options to start from (default: fresh ones); changed and
+            returned.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"nccl_options: k must be an int >= 1, got {k!r}")
+    import torch.distributed as dist
+
+    options = dist.ProcessGroupNCCL.Options() if options is None else options
+    config = options.config
+    config.max_ctas = k
+    config.min_ctas = min(config.min_ctas, k) if config.min_ctas > 0 else 1
+    options.config = config
+    return options
+
+
+def carveout_of(process_group: Any = None) -> int:
+    """The SM carveout that matches a NCCL process group (default: the
+    default group): the CTA cap its communicator was created with by
+    :func:`nccl_options`.
+
+    Raises:
+        RuntimeError: the group has no NCCL backend or no CTA cap.
+    """
+    import torch.distributed as dist
+
+    group = process_group
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    backend = group._get_backend(torch.device("cuda"))
+    options = getattr(backend, "options", None)
+    max_ctas = getattr(getattr(options, "config", None), "max_ctas", None)
+    if not isinstance(max_ctas, int) or max_ctas <= 0:
+        raise RuntimeError(
+            "sm_carveout('auto'): the process group's NCCL communicator has "
+            "no CTA cap; create it with pg_options=overlap_ops.nccl_options(k)"
+            " or pass k")
+    return max_ctas
+
+
 @contextlib.contextmanager
-def sm_carveout(k: Optional[int]) -> Iterator[int]:
+def sm_carveout(k: Any, process_group: Any = None) -> Iterator[int]:
     """Makes every GEMM inside the block leave ``k`` SMs free.
 
     Example::
@@ -151,7 +203,11 @@ def sm_carveout(k: Optional[int]) -> Iterator[int]:
 
     Args:
         k: SMs to leave free, ``0 <= k < SMs`` of the current device; None or
-            0 means no carveout (nothing is routed, no overhead).
+            0 means no carveout (nothing is routed, no overhead); ``"auto"``
+            takes k from ``process_group``'s NCCL CTA cap
+            (:func:`carveout_of`).
+        process_group: for ``"auto"``: the NCCL group (default: the default
+            group).
 
     Yields:
         ``k`` as an int (0 for None).
@@ -160,6 +216,8 @@ def sm_carveout(k: Optional[int]) -> Iterator[int]:
         TypeError, RuntimeError: see :func:`check_sm_carveout`; nothing has
         changed when they are raised.
     """
+    if k == "auto":
+        k = carveout_of(process_group)
     k = check_sm_carveout(k)
     with contextlib.ExitStack() as restore:
         restore.callback(torch._C._set_sm_carveout_experimental,
