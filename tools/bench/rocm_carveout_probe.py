@@ -2,7 +2,7 @@
 
 Needs a ROCm build of torch and overlap_ops built against it (only the
 portable mask builder is used, through
-``torch.ops.overlap_ops._rocm_sm_carveout_cu_mask``, the function the
+``overlap_ops._testing.rocm_sm_carveout_cu_mask``, the function the
 masked-stream cache builds its masks with).
 For each carveout k it creates a stream with our mask through
 ``hipExtStreamCreateWithCUMask`` (ctypes on libamdhip64), times a large
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
+from overlap_ops import _testing  # the mask builder the masked streams use
 
 _HIP_ATTRIBUTE_NUMBER_OF_XCCS = 10018  # hipDeviceAttributeNumberOfXccs
 # hipDeviceAttributePhysicalMultiProcessorCount: CUs, also in WGP mode.
@@ -121,8 +121,8 @@ def main() -> None:
     sms = cus // per_sm
     rows = []
     for k in ks:
-        mask = list(torch.ops.overlap_ops._rocm_sm_carveout_cu_mask(
-            cus, per_sm, k, num_xcc, wgp))
+        mask = _testing.rocm_sm_carveout_cu_mask(cus, per_sm, k, num_xcc,
+                                                 wgp)
         row = {"k": k, "mask": [hex(w) for w in mask],
                "enabled": sum(bin(w).count("1") for w in mask),
                "expected_ratio": sms / (sms - k)}
