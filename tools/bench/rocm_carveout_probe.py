@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--dry-run", action="store_true",
                         help="print MI300X masks without a GPU")
-    parser.add_argument("--out", default="results/rocm_carveout_probe.json")
+    parser.add_argument("--out", default="results/tmp/rocm_carveout_probe.json")
     args = parser.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
 
