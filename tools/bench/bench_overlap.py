@@ -79,6 +79,9 @@ def _parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="synthetic memory-bound kernel instead of NCCL")
     p.add_argument("--synthetic-ctas", type=int, default=32,
                    help="CTAs of the synthetic kernel (NCCL-like channels)")
+    p.add_argument("--nccl-ctas", type=int, default=None, metavar="K",
+                   help="cap NCCL at K CTAs (overlap_ops.nccl_options), so "
+                   "k = K is the partition matched to the communicator")
     p.add_argument("--out", type=Path, default=REPO / "results" / "overlap")
     return p.parse_args(argv)
 
@@ -312,7 +315,7 @@ def markdown(results: list[Result], best: dict[str, dict[str, object]],
     return "\n".join(lines) + "\n"
 
 
-def _init_distributed() -> torch.device:
+def _init_distributed(nccl_ctas: Optional[int] = None) -> torch.device:
     # NVLink SHARP (NVLS, multicast) stays off: the measurement is about
     # NCCL's SM-driven channels, and multicast use can put the GPUs of a
     # shared host out of service. Set before NCCL initialises.
@@ -323,7 +326,12 @@ def _init_distributed() -> torch.device:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
-    dist.init_process_group("nccl", device_id=device)
+    options = None
+    if nccl_ctas:
+        import overlap_ops
+
+        options = overlap_ops.nccl_options(nccl_ctas)
+    dist.init_process_group("nccl", device_id=device, pg_options=options)
     return device
 
 
@@ -338,7 +346,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         device = torch.device("cuda", torch.cuda.current_device())
         rank = 0
     else:
-        device = _init_distributed()
+        device = _init_distributed(args.nccl_ctas)
         import torch.distributed as dist
 
         rank = dist.get_rank()
