@@ -4,6 +4,8 @@ package, against a float64 per-group loop."""
 
 from __future__ import annotations
 
+import os
+import sys
 import unittest
 
 import torch
@@ -13,13 +15,8 @@ from torch.testing._internal.common_device_type import (
 )
 from torch.testing._internal.common_utils import parametrize, run_tests, TestCase
 
-try:
-    import overlap_ops
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:  # a patched PyTorch wheel: the package is not there
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402
 
 
 @unittest.skipIf(not HAS_EXTENSION, "gmm is the extension's")

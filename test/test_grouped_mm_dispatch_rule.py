@@ -6,6 +6,8 @@ device-offset kernels take the rest."""
 
 from __future__ import annotations
 
+import os
+import sys
 import unittest
 
 import torch
@@ -16,16 +18,10 @@ from torch.testing._internal.common_utils import (
     TestCase,
 )
 
-try:
-    import overlap_ops  # noqa: F401
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:  # a patched PyTorch wheel
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402
 if HAS_EXTENSION:
-    # Outside the try: with the extension installed, a missing test module
-    # is an error, not a skip.
+    # With the extension installed, a missing test module is an error.
     import overlap_ops._testing  # noqa: F401  (registers overlap_ops_testing)
 
 # (major, minor) -> whether upstream takes a plain aligned bf16 call.

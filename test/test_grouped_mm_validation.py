@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import unittest.mock
 
 import torch
@@ -18,13 +19,8 @@ from torch.testing._internal.common_device_type import (
 )
 from torch.testing._internal.common_utils import parametrize, run_tests, TestCase
 
-try:
-    import overlap_ops
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:  # a patched PyTorch wheel
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402
 if HAS_EXTENSION:
     from overlap_ops import _testing
     _OP = torch.ops.overlap_ops.grouped_mm

@@ -9,6 +9,8 @@ CUDA graph replayed with new routing.
 
 from __future__ import annotations
 
+import os
+import sys
 import unittest
 
 import torch
@@ -24,14 +26,10 @@ from torch.testing._internal.common_utils import (
     TestCase,
 )
 
-try:
-    import overlap_ops
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402
+if HAS_EXTENSION:
     from overlap_ops import moe
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:  # a patched PyTorch wheel: the package is not there
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
 
 
 def _expected_permutation(top_e: torch.Tensor, experts: int, align: int):
