@@ -42,13 +42,8 @@ import merge_grouped_mm_runs as merge_runs  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
 
-try:
-    import overlap_ops  # noqa: F401
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:  # a patched PyTorch wheel
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402,F401
 
 _SUITES = [REPO / "bench" / "moe_shapes.json",
            REPO / "bench" / "moe_shapes_extra.json"]

@@ -31,13 +31,8 @@ try:
 except ImportError:  # Python 3.10
     from pip._vendor import tomli as tomllib
 
-try:
-    import overlap_ops
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:  # a patched PyTorch wheel
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "torch_ext" / "pyproject.toml").read_text())

@@ -8,6 +8,7 @@ tested in test_moe.py.
 
 from __future__ import annotations
 
+import os
 import contextlib
 import io
 import json
@@ -26,13 +27,8 @@ sys.path.insert(0, str(REPO / "tools" / "bench"))
 
 import bench_moe_layer as moe  # noqa: E402
 
-try:
-    import overlap_ops  # noqa: F401  (registers torch.ops.overlap_ops)
-    HAS_EXTENSION = True
-except ModuleNotFoundError as error:
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    HAS_EXTENSION = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402,F401
 
 _SUITE = REPO / "bench" / "moe_shapes.json"
 class TestSyncSites(TestCase):
