@@ -796,6 +796,17 @@ def _column_sums_reference(grad, offs):
     return out
 
 
+def _unaligned_copy(grad):
+    """grad's values in a view whose data starts one element past a
+    16-byte boundary, with an odd row stride: the kernel reads it with
+    single-element loads."""
+    base = torch.empty(grad.shape[0], grad.shape[1] + 1,
+                       device=grad.device, dtype=grad.dtype)
+    view = base[:, 1:]
+    view.copy_(grad)
+    return view
+
+
 @unittest.skipIf(_COLUMN_SUMS is None,
                  "torch has no _grouped_mm_bias_column_sums (stock wheel)")
 class TestGroupColumnSums(GroupedMMTestCase):
@@ -880,17 +891,6 @@ class TestGroupColumnSums(GroupedMMTestCase):
         self.assertIsNotNone(found, names[0])
         return int(found.group(1))
 
-    @staticmethod
-    def _unaligned_copy(grad):
-        """grad's values in a view whose data starts one element past a
-        16-byte boundary, with an odd row stride: the kernel reads it with
-        single-element loads."""
-        base = torch.empty(grad.shape[0], grad.shape[1] + 1,
-                           device=grad.device, dtype=grad.dtype)
-        view = base[:, 1:]
-        view.copy_(grad)
-        return view
-
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float16, torch.float32, torch.float64)
     def test_vector_loads_match_scalar_loads(self, device, dtype):
@@ -910,7 +910,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
             got = self._check(grad, offs)
             self.assertEqual(self._loads_of_call(
                 lambda: _COLUMN_SUMS(grad, offs, got.dtype)), want_loads)
-            unaligned = self._unaligned_copy(grad)
+            unaligned = _unaligned_copy(grad)
             scalar = self._sums(unaligned, offs, got.dtype)
             self.assertEqual(self._loads_of_call(
                 lambda: _COLUMN_SUMS(unaligned, offs, got.dtype)), 0)

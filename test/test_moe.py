@@ -48,25 +48,36 @@ def _expected_permutation(top_e: torch.Tensor, experts: int, align: int):
     return source, row_of_slot, ends
 
 
-def _reference_moe(layer, x: torch.Tensor) -> torch.Tensor:
-    """float64 result of the layer, one token and one choice at a time.
-    Routing is decided in the layer's own precision, so that both pick the
-    same experts; only the arithmetic afterwards is float64."""
+def _reference_moe(layer, x: torch.Tensor,
+                   params: dict[str, torch.Tensor] | None = None,
+                   x64: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 result of the layer, one token and one choice at a time, in
+    plain torch ops: differentiable in `params` (float64 copies of the
+    layer's parameters, by name) and `x64` (x in float64) when they require
+    grad. Routing is decided from `x` in the layer's own precision, so that
+    both pick the same experts; only the arithmetic afterwards is float64."""
     with torch.no_grad():
         probs = (x @ layer.router.t()).float().softmax(-1)
-        top_p, top_e = probs.topk(layer.top_k, dim=-1)
+        _, top_e = probs.topk(layer.top_k, dim=-1)
+    if params is None:
+        params = {n: p.detach().double()
+                  for n, p in layer.named_parameters()}
+    if x64 is None:
         x64 = x.double()
-        w13 = layer.experts.w13.double()
-        w2 = layer.experts.w2.double()
-        hidden = layer.experts.hidden
-        out = torch.zeros_like(x64)
-        for t in range(x.shape[0]):
-            for j in range(layer.top_k):
-                e = int(top_e[t, j])
-                h = w13[e] @ x64[t]
-                h = F.silu(h[:hidden]) * h[hidden:]
-                out[t] += float(top_p[t, j]) * (w2[e] @ h)
-    return out
+    w13, w2 = params["experts.w13"], params["experts.w2"]
+    probs64 = (x64 @ params["router"].t()).softmax(-1)
+    top_p = probs64.gather(1, top_e)
+    hidden = layer.experts.hidden
+    rows = []
+    for t in range(x.shape[0]):
+        row = torch.zeros(x.shape[1], dtype=torch.float64, device=x.device)
+        for j in range(layer.top_k):
+            e = int(top_e[t, j])
+            h = w13[e] @ x64[t]
+            h = F.silu(h[:hidden]) * h[hidden:]
+            row = row + top_p[t, j] * (w2[e] @ h)
+        rows.append(row)
+    return torch.stack(rows)
 
 
 def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -138,18 +149,20 @@ class TestMoE(TestCase):
                              1e-5)
 
     def test_backward_matches_float64(self, device):
+        # The reference gradients come from torch's own float64 ops
+        # (_reference_moe), never from this layer's kernels.
         layer = _layer(device)
-        layer64 = _layer(device, dtype=torch.float64)
-        layer64.load_state_dict({k: v.double()
-                                 for k, v in layer.state_dict().items()})
         x = torch.randn(10, 16, device=device, requires_grad=True)
-        x64 = x.detach().double().requires_grad_()
         dout = torch.randn(10, 16, device=device)
         layer(x).backward(dout)
-        layer64(x64).backward(dout.double())
-        for (name, p), p64 in zip(layer.named_parameters(),
-                                  layer64.parameters()):
-            self.assertLessEqual(_rel_err(p.grad, p64.grad), 1e-4, name)
+        params = {n: p.detach().double().requires_grad_()
+                  for n, p in layer.named_parameters()}
+        x64 = x.detach().double().requires_grad_()
+        _reference_moe(layer, x.detach(), params, x64).backward(
+            dout.double())
+        for name, p in layer.named_parameters():
+            self.assertLessEqual(_rel_err(p.grad, params[name].grad), 1e-4,
+                                 name)
         self.assertLessEqual(_rel_err(x.grad, x64.grad), 1e-4)
 
     def test_compile_fullgraph_forward_backward(self, device):

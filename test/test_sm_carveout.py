@@ -699,6 +699,40 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         self._assert_grid_within_carveout(fn, carveout, device)
 
     @onlyCUDA
+    @dtypes(torch.bfloat16, torch.float32, torch.float64)
+    @parametrize("carveout", (0, 16))
+    def test_gemms_match_float64(self, device, dtype, carveout):
+        # Against float64, not against the same op: once a carveout block
+        # has run, PyTorch's GEMMs dispatch through the carveout kernels even
+        # at k = 0, and a wrong result there is wrong on both sides.
+        self._skip_without_cuda_kernels()
+        with sm_carveout(8):
+            pass
+        s = 1 / math.sqrt(256)
+        a = _randn(4, 96, 256, device=device, dtype=dtype, scale=s)
+        b = _randn(4, 256, 80, device=device, dtype=dtype)
+        c = _randn(4, 96, 80, device=device, dtype=dtype)
+        a64, b64, c64 = a.double(), b.double(), c.double()
+        cases = {
+            "mm": (lambda: torch.mm(a[0], b[0]), a64[0] @ b64[0]),
+            "addmm": (lambda: torch.addmm(c[0], a[0], b[0], beta=0.5,
+                                          alpha=2.0),
+                      0.5 * c64[0] + 2.0 * (a64[0] @ b64[0])),
+            "bmm": (lambda: torch.bmm(a, b), a64 @ b64),
+            "baddbmm": (lambda: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0),
+                        0.5 * c64 + 2.0 * (a64 @ b64)),
+            "baddbmm_": (lambda: c.clone().baddbmm_(a, b, beta=0.5,
+                                                    alpha=2.0),
+                         0.5 * c64 + 2.0 * (a64 @ b64)),
+        }
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        for name, (fn, want) in cases.items():
+            with sm_carveout(carveout):
+                got = fn()
+            self.assertEqual(got.double(), want, msg=name,
+                             **_tolerance(dtype, tf32))
+
+    @onlyCUDA
     @parametrize("tf32", [False, True])
     @parametrize("carveout", CARVEOUTS)
     def test_carveout_limits_grid_fp32_mm(self, device, tf32, carveout):

@@ -567,6 +567,11 @@ void stock_product_into(const Tensor& a, const Tensor& b, Tensor& out) {
 void stock_sum_into(const Tensor& addend, const Tensor& a, const Tensor& b,
                     const Scalar& beta, const Scalar& alpha, Tensor& out) {
   if (a.dim() == 3) {
+    // baddbmm's meta function copies self into the output; impl() alone
+    // reads the output as the addend.
+    if (beta.toComplexDouble() != 0.0 && !out.is_same(addend)) {
+      out.copy_(addend.expand(out.sizes()));
+    }
     StockKernel<at::native::structured_baddbmm_out_cuda>(out).impl(
         addend, a, b, beta, alpha, out);
   } else {
