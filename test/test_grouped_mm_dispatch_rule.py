@@ -1,8 +1,10 @@
 # Owner(s): ["module: cuda"]
 """The rule that decides which kernel takes a CUDA _grouped_mm call, for
-every GPU family, on the CPU: upstream's bf16 kernel keeps the calls it runs
-without a sync where this project has no tuned kernels (SM100); the
-device-offset kernels take the rest."""
+every GPU family, on the CPU: upstream's sync-free paths (its bf16 CUTLASS
+kernel, cuBLASLt's grouped GEMM in torch built with CUDA 13.3 or later) keep
+the calls they run where this project has no tuned kernels (SM100, SM11x);
+the device-offset kernels take the rest, on SM90 the SM80 kernels where the
+binary lacks the Hopper kernels' sm_90a code."""
 
 from __future__ import annotations
 
@@ -38,10 +40,15 @@ _FAMILIES = {
 
 
 def _takes(major, minor, dtype=torch.bfloat16, out_dtype=None, bias=False,
-           offs_int32=True, groups=8, aligned=True) -> bool:
+           offs_int32=True, groups=8, aligned=True, cublaslt=False) -> bool:
     return torch.ops.overlap_ops_testing._grouped_mm_upstream_takes(
         major, minor, dtype, out_dtype or dtype, bias, offs_int32, groups,
-        aligned)
+        aligned, cublaslt)
+
+
+def _sm80_by_default(major, tf32=False, hopper_built=True) -> bool:
+    return torch.ops.overlap_ops_testing._grouped_mm_sm80_by_default(
+        major, tf32, hopper_built)
 
 
 @unittest.skipIf(not HAS_EXTENSION, "the rule is tested through the "
@@ -65,7 +72,40 @@ class TestGroupedMMDispatchRule(TestCase):
     @parametrize("family", [f for f, up in _FAMILIES.items() if not up])
     def test_other_families_never_take_upstream(self, family):
         for dtype in (torch.bfloat16, torch.float16, torch.float32):
-            self.assertFalse(_takes(*family, dtype=dtype))
+            for cublaslt in (False, True):
+                self.assertFalse(_takes(*family, dtype=dtype,
+                                        cublaslt=cublaslt))
+
+    @parametrize("family", [(10, 0), (10, 3), (11, 0)])
+    def test_cublaslt_keeps_fp16_where_torch_has_it(self, family):
+        fp16 = dict(dtype=torch.float16, cublaslt=True)
+        self.assertTrue(_takes(*family, **fp16))
+        self.assertTrue(_takes(*family, **fp16, groups=1))
+        self.assertTrue(_takes(*family, **fp16, groups=1024))
+        self.assertFalse(_takes(*family, dtype=torch.float16))
+        self.assertFalse(_takes(*family, **fp16, groups=0))
+        self.assertFalse(_takes(*family, **fp16, groups=1025))
+        self.assertFalse(_takes(*family, **fp16, out_dtype=torch.float32))
+        self.assertFalse(_takes(*family, **fp16, bias=True))
+        self.assertFalse(_takes(*family, **fp16, offs_int32=False))
+        self.assertFalse(_takes(*family, **fp16, aligned=False))
+        self.assertFalse(_takes(*family, dtype=torch.float32, cublaslt=True))
+
+    def test_sm11x_bf16_stays_ours(self):
+        # Upstream's CUTLASS kernel runs on SM90 and SM100 only, and its
+        # cuBLASLt path takes bf16 only when preferred.
+        self.assertFalse(_takes(11, 0))
+        self.assertFalse(_takes(11, 0, cublaslt=True))
+
+    @parametrize("major", [7, 8, 9, 10, 11, 12])
+    def test_sm80_kernels_by_default(self, major):
+        for tf32 in (False, True):
+            self.assertEqual(_sm80_by_default(major, tf32),
+                             major in (8, 12) or (major == 9 and tf32))
+            # Without the Hopper kernels' sm_90a code, SM90 runs the SM80
+            # kernels for every call; other GPUs are not affected.
+            self.assertEqual(_sm80_by_default(major, tf32, False),
+                             major in (8, 9, 12))
 
 
 instantiate_parametrized_tests(TestGroupedMMDispatchRule)

@@ -135,7 +135,9 @@ def cuda_targets(name: str, archs: list[str]) -> list[str]:
     for the build's targets `archs` (resolve_archs).
 
     - GroupedMMSm90_*.cu (CUTLASS 3.x, WGMMA/TMA): Hopper SASS only. They
-      compile to empty bodies anywhere else, and only SM90 launches them.
+      compile to empty bodies anywhere else, and only SM90 launches them,
+      where GroupedMMSm90_probe.cu (built alike) says their sm_90a code is
+      there.
     - GroupedMMSm80_*.cu (CUTLASS 2.x, mma.sync): SASS for every target but
       Hopper, plus compute_80 PTX. Without Hopper SASS in their image, an
       H200 runs these kernels from the PTX through the driver's JIT, as a

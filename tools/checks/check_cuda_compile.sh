@@ -39,7 +39,7 @@ case "${1:-}" in
     ;;
   --all) ;;
   "")
-    export OVERLAP_OPS_CUDA_SOURCES='^(?!GroupedMMSm[89]0_)|^GroupedMMSm90_bf16_(cr|rr)\.cu$|^GroupedMMSm90_tf32_mn\.cu$|^GroupedMMSm80_bf16\.cu$'
+    export OVERLAP_OPS_CUDA_SOURCES='^(?!GroupedMMSm[89]0_)|^GroupedMMSm90_(bf16_(cr|rr)|tf32_mn|probe)\.cu$|^GroupedMMSm80_bf16\.cu$'
     ;;
   *)
     names=()

@@ -10,6 +10,7 @@
 #include <ATen/Functions.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/GroupedMMDispatchRule.h>
 #include <ATen/native/GroupedMMValidation.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
@@ -113,7 +114,7 @@ void check_offsets_if_requested(
 // 16-byte aligned data pointer and non-unit strides.
 bool aligned_16_bytes(const Tensor& t) {
   const int64_t size = t.element_size();
-  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) {
+  if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 != 0) {
     return false;
   }
   for (int64_t d = 0; d < t.dim(); ++d) {
@@ -123,6 +124,9 @@ bool aligned_16_bytes(const Tensor& t) {
   }
   return true;
 }
+
+// Upstream compiles its cuBLASLt grouped GEMM in from CUDA 13.3 on.
+constexpr long kCublasLtGroupedCudart = 13030;
 
 void warn_if_untuned_device(const Tensor& self) {
   const auto* props = at::cuda::getDeviceProperties(self.device().index());
@@ -151,10 +155,15 @@ bool grouped_mm_upstream_takes(
   facts.out_dtype = out_dtype.value_or(self.scalar_type());
   facts.has_bias = bias.has_value();
   facts.offs_int32 = !offs.has_value() || offs->scalar_type() == kInt;
+  // Without offs only 3d x 3d is valid; a call that is not fails
+  // validation on whichever side takes it.
   facts.groups = offs.has_value() ? offs->numel()
-      : (self.dim() == 3 ? self.size(0) : mat2.size(0));
+      : (self.dim() == 3 ? self.size(0) : 0);
   facts.aligned = self.scalar_type() == mat2.scalar_type() &&
       aligned_16_bytes(self) && aligned_16_bytes(mat2);
+  // The CUDA runtime torch itself was built with.
+  facts.upstream_cublaslt =
+      at::detail::getCUDAHooks().versionCUDART() >= kCublasLtGroupedCudart;
   return grouped_mm::upstream_takes(facts);
 }
 

@@ -17,8 +17,10 @@ Tensor grouped_mm_cuda(
     const std::optional<Tensor>& bias,
     std::optional<ScalarType> out_dtype);
 
-// Whether upstream's own kernel should take this call
-// (GroupedMMDispatchRule.h), from the tensors' metadata and the GPU.
+// Whether upstream's _grouped_mm_cuda keeps this call for one of its own
+// sync-free paths (GroupedMMDispatchRule.h); if not, grouped_mm_cuda runs
+// it. Decided from the tensors' metadata, the GPU and the torch build, with
+// _grouped_mm_cuda's arguments: it asks this before anything else.
 bool grouped_mm_upstream_takes(
     const Tensor& self,
     const Tensor& mat2,

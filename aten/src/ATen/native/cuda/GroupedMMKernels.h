@@ -94,21 +94,28 @@ inline bool output_takes_vector_stores(const LaunchArgs& args) {
 // Any other value raises an error that lists the accepted ones.
 size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices);
 
-// Which grouped-mm kernel family to use. auto: the Hopper kernels on SM90,
-// the SM80 kernels on SM80 to SM89 and SM120, the generic kernel elsewhere
-// (and for whatever a tensor-core path does not take).
+// Which grouped-mm kernel family to use. auto: the Hopper kernels on SM90
+// (the SM80 kernels where the binary lacks their sm_90a code), the SM80
+// kernels on SM80 to SM89 and SM120, the generic kernel elsewhere (and for
+// whatever a tensor-core path does not take).
 // TORCH_GROUPED_MM_BACKEND = auto (default) | sm90 | sm80 | generic
 // forces one; sm80 runs the SM80 kernels on any GPU from SM80 on (Hopper
 // included). An unknown value raises.
 enum class Backend { kAuto, kSm90, kSm80, kGeneric };
 Backend requested_backend();
 
+// Whether the Hopper kernels' sm_90a code is in this binary for the
+// current GPU (GroupedMMSm90_probe.cu); false on any GPU but SM90. Read
+// once per device from the loaded image's attributes: no launch, no sync.
+bool hopper_kernels_built();
+
 // True when the Hopper kernels can take this input dtype on the current
 // GPU (fp32 only when TF32 is allowed). Decided from host state only.
 bool sm90_available_for(ScalarType input_dtype);
 
-// The same for the SM80 kernels (GroupedMMSm80Dispatch.cpp): SM80 to SM89
-// and SM120 by default, any GPU from SM80 on when forced.
+// The same for the SM80 kernels (GroupedMMSm80Dispatch.cpp): by default
+// where sm80_kernels_by_default says (GroupedMMDispatchRule.h), any GPU from
+// SM80 on when forced.
 bool sm80_available_for(ScalarType input_dtype);
 
 // Whether the SM80 kernels' tile numbering (int32) holds the call's tiles,

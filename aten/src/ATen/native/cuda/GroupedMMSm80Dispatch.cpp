@@ -8,6 +8,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/native/GroupedMMDispatchRule.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
 #include <ATen/native/cuda/GroupedMMSm80.h>
@@ -121,12 +122,13 @@ bool sm80_available_for(ScalarType input_dtype) {
     case Backend::kAuto:
       // SM90 has the Hopper kernels, but hands TF32 calls here when
       // transposing an operand for TF32 WGMMA would cost more than it saves,
-      // and 2d x 2d, which TF32 WGMMA cannot group (GroupedMMTf32Route.h).
+      // and 2d x 2d, which TF32 WGMMA cannot group (GroupedMMTf32Route.h);
+      // a binary without their sm_90a code hands every call here.
       // SM100 and later datacenter parts would run this path from the
       // compute_80 PTX as well, but it has not been decided (or measured)
       // that it beats the generic kernel there.
-      if (major != 8 && major != 12 &&
-          !(major == 9 && input_dtype == kFloat)) {
+      if (!sm80_kernels_by_default(major, input_dtype == kFloat,
+                                   hopper_kernels_built())) {
         return false;
       }
       break;

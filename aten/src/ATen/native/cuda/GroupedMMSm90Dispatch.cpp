@@ -306,6 +306,15 @@ bool sm90_available_for(ScalarType input_dtype) {
   if (at::cuda::getCurrentDeviceProperties()->major != 9) {
     return false;
   }
+  if (!hopper_kernels_built()) {
+    // Their stubs would return garbage: the SM80 kernels take the call
+    // (sm80_kernels_by_default), unless this one was forced.
+    TORCH_CHECK(requested != Backend::kSm90,
+                "grouped_mm: TORCH_GROUPED_MM_BACKEND=sm90, but this build "
+                "has no sm_90a code for the Hopper kernels (add 9.0 to "
+                "the CUDA arch list)");
+    return false;
+  }
   return input_dtype != kFloat || at::globalContext().allowTF32CuBLAS();
 }
 
