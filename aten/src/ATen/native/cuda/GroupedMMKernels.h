@@ -103,12 +103,15 @@ size_t env_choice(const char* name, c10::ArrayRef<std::string_view> choices);
 enum class Backend { kAuto, kSm90, kSm80, kGeneric };
 Backend requested_backend();
 
-// True when the Hopper kernels can take this input dtype on the current
-// GPU (fp32 only when TF32 is allowed). Decided from host state only.
+// True when the Hopper kernels (GroupedMMSm90Dispatch.cpp) can take this
+// input dtype on the current GPU (fp32 only when TF32 is allowed). Decided
+// from host state only.
 bool sm90_available_for(ScalarType input_dtype);
 
-// The same for the SM80 kernels (GroupedMMSm80Dispatch.cpp): SM80 to SM89
-// and SM120 by default, any GPU from SM80 on when forced.
+// True when the SM80 kernels (GroupedMMSm80Dispatch.cpp) can take this
+// input dtype on the current GPU (fp32 only when TF32 is allowed): SM80 to
+// SM89 and SM120 by default, any GPU from SM80 on when forced. Decided
+// from host state only.
 bool sm80_available_for(ScalarType input_dtype);
 
 // Whether the SM80 kernels' tile numbering (int32) holds the call's tiles,
@@ -149,13 +152,13 @@ void copy_k_groups_padded(
     const Tensor& src, const Tensor& dst, const Tensor& offs,
     int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit);
 
-// Hopper TMA + WGMMA kernels. Returns false, having launched nothing, when
-// this GPU, dtype or operand layout is not covered; the caller falls back.
-// May replace args.a / args.b (and their strides) by re-laid-out copies.
+// Hopper TMA + WGMMA kernels, same contract as try_launch_sm80_grouped_mm.
 bool try_launch_sm90_grouped_mm(LaunchArgs& args);
 
-// CUTLASS 2.x grouped kernels for SM80 and later, same contract as
-// try_launch_sm90_grouped_mm.
+// CUTLASS 2.x grouped kernels for SM80 and later. Returns false, having
+// launched nothing, when this GPU, dtype or operand layout is not covered;
+// the caller falls back. May replace args.a / args.b (and their strides) by
+// re-laid-out copies.
 bool try_launch_sm80_grouped_mm(LaunchArgs& args);
 
 }  // namespace at::native::grouped_mm
