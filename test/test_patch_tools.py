@@ -93,6 +93,127 @@ class TestPatchTools(TestCase):
         self.assertEqual(len(problems), 1, problems)
         self.assertIn("carries no tests", problems[0])
 
+    def _size_and_names(self, **kwargs) -> check_patches.Report:
+        report = check_patches.Report()
+        series = patch_series.build_series(self.root)
+        self.assertEqual(series.problems, [])
+        check_patches._check_size_and_names(self.root, series, report,
+                                            **kwargs)
+        return report
+
+    def test_patch_over_the_size_limit_fails(self) -> None:
+        self.assertEqual(self._size_and_names().failures, [])
+        path = self.root / "aten/src/ATen/native/GroupedMMValidation.cpp"
+        path.write_text(path.read_text() + "// padding\n" * 4000)
+        failures = self._size_and_names().failures
+        self.assertEqual(len(failures), 1, failures)
+        self.assertIn("0003-grouped-mm-validation-cpu.patch adds", failures[0])
+        self.assertIn("more than 4000", failures[0])
+
+    def test_extension_names_fail_in_messages_and_aten(self) -> None:
+        mapping = self.root / patch_series.MAPPING
+        text = mapping.read_text()
+        mapping.write_text(text.replace(
+            "python test/test_cu_mask.py (CPU)",
+            "python test/test_cu_mask.py (CPU, with overlap_ops)", 1))
+        header = self.root / "aten/src/ATen/native/GroupedMM.h"
+        header.write_text(header.read_text()
+                          + "// measured: results/grouped_mm/x.md\n")
+        edit = self.root / "patches/edits/0003-grouped-mm-validation-cpu.diff"
+        edit.write_text(edit.read_text().replace(
+            "+    CPU: grouped_mm_cpu", "+    CPU: grouped_mm_cpu  # OVERLAP_OPS_X"))
+        failures = self._size_and_names().failures
+        joined = "\n".join(failures)
+        self.assertIn("0002-rocm-cu-mask.patch: the commit message", joined)
+        self.assertIn("aten/src/ATen/native/GroupedMM.h", joined)
+        self.assertIn("results/grouped_mm/x.md", joined)
+        self.assertIn("patches/edits/0003-grouped-mm-validation-cpu.diff",
+                      joined)
+        # The PR descriptions repeat the commit message.
+        self.assertIn("0002-rocm-cu-mask.patch: its PR description", joined)
+        self.assertEqual(len(failures), 4, failures)
+
+    def test_extension_names_in_tests_allowed_only_while_listed(self) -> None:
+        # The list as committed passes; a test file joins it only by name.
+        listed = check_patches.TESTS_STILL_NAMING_THE_EXTENSION
+        self.assertEqual(self._size_and_names().failures, [])
+        path = "test/grouped_mm_reference.py"
+        self.assertNotIn(path, listed)
+        test_file = self.root / path
+        clean = test_file.read_text()
+        test_file.write_text(clean + "# import overlap_ops\n")
+        failures = self._size_and_names().failures
+        self.assertEqual(len(failures), 1, failures)
+        self.assertIn(path, failures[0])
+        report = self._size_and_names(allowed=listed | {path})
+        self.assertEqual(report.failures, [])
+        self.assertTrue(any(path in n and "allowed for now" in n
+                            for n in report.notes), report.notes)
+        # Once a listed file is clean, its entry fails until removed.
+        test_file.write_text(clean)
+        failures = self._size_and_names(allowed=listed | {path}).failures
+        self.assertEqual(len(failures), 1, failures)
+        self.assertIn(f"{path} no longer names the extension", failures[0])
+        self.assertIn("TESTS_STILL_NAMING_THE_EXTENSION", failures[0])
+
+    def test_committed_messages_and_sources_name_nothing(self) -> None:
+        # Strict for every commit message, aten/ file and edit; only the
+        # listed test files may still name the extension.
+        series = patch_series.build_series(self.root)
+        for patch in series.emitted:
+            message = patch_series.commit_message(patch)
+            self.assertIsNone(patch_series.FORBIDDEN_NAMES.search(message),
+                              patch.spec.filename)
+            self.assertLessEqual(patch.added, patch_series.MAX_ADDED_LINES,
+                                 patch.spec.filename)
+
+    def test_later_patch_edits_a_file_an_earlier_patch_adds(self) -> None:
+        # aten/ holds GroupedMMCUDA.cpp after the whole series; patch 4
+        # carries it without patch 6's hunks, which patch 6 adds back.
+        series = patch_series.build_series(self.root)
+        by_name = {p.spec.slug: p for p in series.patches}
+        path = "aten/src/ATen/native/cuda/GroupedMMCUDA.cpp"
+        final = (self.root / path).read_text()
+        self.assertIn("try_launch_sm90_grouped_mm(args)", final)
+        cuda = by_name["grouped-mm-device-offsets-cuda"]
+        carried = next(d for d in cuda.new_files if d.path == path)
+        self.assertNotIn("sm90", "".join(
+            line for line in carried.text.splitlines()
+            if line.startswith("+") and "try_launch" in line))
+        hopper = by_name["grouped-mm-sm90"]
+        edit = next(d for d in hopper.edits if d.path == path)
+        before = "".join(line[1:] + "\n" for line in carried.text.splitlines()
+                         if line.startswith("+") and not line.startswith("+++"))
+        self.assertEqual(patch_series.apply_hunks(before, edit), final)
+        self.assertTrue(any(h[0] == hopper.spec.filename
+                            for h in series.series_hunks))
+        # A later change of those lines in aten/ without the hunk fails.
+        (self.root / path).write_text(final.replace(
+            "grouped_mm::try_launch_sm90_grouped_mm(args) &&",
+            "grouped_mm::try_launch_sm90_grouped_mm(args) ||"))
+        problems = patch_series.build_series(self.root).problems
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("0006-grouped-mm-sm90.patch", problems[0])
+        self.assertIn(f"does not match {path}", problems[0])
+
+    def test_apply_hunks_is_exact(self) -> None:
+        old = "".join(f"line {i}\n" for i in range(1, 21))
+        new = old.replace("line 5\n", "line 5\nadded\n").replace(
+            "line 15\n", "")
+        a, b = Path(self._tmp.name, "a"), Path(self._tmp.name, "b")
+        a.write_text(old)
+        b.write_text(new)
+        text = subprocess.run(["diff", "-u", "--label", "a/f", "--label",
+                               "b/f", str(a), str(b)], capture_output=True,
+                              text=True, check=False).stdout
+        diff = patch_series.split_file_diffs("diff --git a/f b/f\n" + text,
+                                             "t")[0]
+        self.assertEqual(patch_series.apply_hunks(old, diff), new)
+        self.assertEqual(patch_series.apply_hunks(new, diff, reverse=True), old)
+        with self.assertRaisesRegex(patch_series.HunkMismatch, "@@ -3,6 "):
+            patch_series.apply_hunks(old.replace("line 3\n", "line three\n"),
+                                     diff)
+
     def test_stale_patch_file_fails(self) -> None:
         (self.root / "patches/0009-old.patch").write_text("old\n")
         errors = self._generated_errors()
@@ -471,10 +592,29 @@ class TestExport(TestCase):
         # geomean(0.8, 1.25) = 1.00; worst 1.25 on case b; both checks pass.
         self.assertIn("| bf16 | fwd | 2 | 2.00 | 2.00 | 1.00 | 1.25 (b "
                       "balanced) | 2/2 |", text)
-        self.assertIn("Full tables and plots: `results/grouped_mm_results.md`",
-                      text)
-        self.assertNotIn("results/history/old", text)
+        # Quoted by run name: the text goes upstream, this repo's paths not.
+        self.assertIn("From the `grouped_mm_results` run:", text)
+        self.assertEqual(text.count("From the "), 1, text)
+        self.assertNotIn("results/", text)
         self.assertIn(patch.spec.results_note.splitlines()[0], text)
+
+    def test_description_sections_and_declined_position(self) -> None:
+        series = patch_series.build_series(REPO)
+        for patch in series.emitted:
+            text = export_patches.pr_description(REPO, series, patch)
+            for heading in ("## Motivation", "## What changes for users",
+                            "## What changed", "## Test plan",
+                            "## Measurements", "## Not verified here"):
+                self.assertIn(heading, text, patch.spec.filename)
+            self.assertIn("(this PR)", text)
+            self.assertIsNone(patch_series.FORBIDDEN_NAMES.search(text),
+                              patch.spec.filename)
+        validation = next(p for p in series.emitted
+                          if p.spec.slug == "grouped-mm-validation-cpu")
+        text = export_patches.pr_description(REPO, series, validation)
+        self.assertIn("## A behaviour upstream declined before", text)
+        for ref in ("#154557", "#193633"):
+            self.assertIn(ref, text)
 
 
 if __name__ == "__main__":

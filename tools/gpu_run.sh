@@ -85,7 +85,7 @@ for stage in "$@"; do
         TORCH_GROUPED_MM_BACKEND=$backend timeout 150 \
           compute-sanitizer --tool memcheck --report-api-errors no \
           --error-exitcode 3 python3 -m pytest -q -rs \
-          ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py} \
+          ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py test/test_grouped_mm_sm90.py} \
           -k "CUDA and ${SANITIZE_K:-not nothing}" > "$log" 2>&1
         echo "memcheck $backend rc=$?"
         grep -E "passed|failed|ERROR SUMMARY" "$log" | tail -3

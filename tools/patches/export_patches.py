@@ -4,15 +4,20 @@ Usage:
   python3 tools/patches/export_patches.py                       # dist/patches/*.mbox + PR texts
   python3 tools/patches/export_patches.py --branches --pytorch-src DIR
 
-Every patch gets a PR description (dist/patches/NNNN-slug.md): motivation,
-what changed (files and line counts), test plan, and measured numbers taken
-from results/ files matching the patch's `results` patterns in
-patches/files.toml (grouped-mm benchmark runs are summarised as geometric
-means per dtype and pass; results/history and results/logs only when named
-by path), followed by its `results_note`; "No measurements yet" and the note
-when there are none. With
---branches, DIR gets branches overlap/NNNN-slug, each stacked on the previous
-one from the pinned commit, ready to push and open as PRs.
+Every patch gets a PR description (dist/patches/NNNN-slug.md), from
+patches/files.toml: its place in the stack, the motivation with the upstream
+issues it answers, what changes for users, a position maintainers declined
+before argued with its cost (where the patch takes one), what changed (files
+and line counts), the test plan, the measured numbers of the result files
+matching the patch's `results` patterns (grouped-mm benchmark runs as
+geometric means per dtype and pass, MoE layer runs as ours vs stock per
+mode; the history and logs folders only when named by path) followed by its
+`results_note` ("No measurements yet" and the note when there are none), and
+what was not verified. The texts go upstream, so they quote numbers, not
+this repository's paths: a description that names the results folder or the
+extension fails tools/patches/check_patches.py. With --branches, DIR gets
+branches overlap/NNNN-slug, each stacked on the previous one from the pinned
+commit, ready to push and open as PRs.
 """
 
 from __future__ import annotations
@@ -71,6 +76,44 @@ def _table(rows: list[dict], columns: Optional[list[str]] = None) -> list[str]:
     return lines
 
 
+def _no_dirs(value: object) -> object:
+    """A file name instead of an absolute path of the machine that ran."""
+    if isinstance(value, str) and value.startswith("/"):
+        return Path(value).name
+    return value
+
+
+def _is_moe_layer_run(data: dict) -> bool:
+    rows = data.get("results")
+    return (isinstance(rows, list) and bool(rows)
+            and all(isinstance(r, dict) and "impl" in r and "runs" in r
+                    for r in rows))
+
+
+def _moe_layer_summary(data: dict) -> list[str]:
+    """ours vs stock per layer and mode of a tools/bench/bench_moe_layer.py
+    run: median step times, their ratio and the host syncs per step."""
+    by_layer: dict[str, dict[str, dict]] = {}
+    for row in data["results"]:
+        by_layer.setdefault(str(row.get("layer", "?")), {})[row["impl"]] = row
+    lines = ["| layer | mode | ours ms | stock ms | ours/stock | host syncs "
+             "(ours, stock) |", "|---|---|---:|---:|---:|---|"]
+    for layer, impls in by_layer.items():
+        ours, stock = impls.get("ours"), impls.get("stock")
+        if not ours or not stock:
+            continue
+        for mode, run in ours["runs"].items():
+            other = stock["runs"].get(mode)
+            if not other or not run.get("median_ms") or not other.get("median_ms"):
+                continue
+            lines.append(
+                f"| {layer} | {mode} | {run['median_ms']:.2f} | "
+                f"{other['median_ms']:.2f} | "
+                f"{run['median_ms'] / other['median_ms']:.3f} | "
+                f"{run.get('host_syncs', '?')}, {other.get('host_syncs', '?')} |")
+    return lines
+
+
 def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -82,8 +125,9 @@ def _grouped_mm_summary(data: dict) -> list[str]:
     for row in data["rows"]:
         if row.get("ours_us") and row.get("stock_us") and row.get("floor_us"):
             groups.setdefault((row["dtype"], row["pass"]), []).append(row)
-    lines = [f"Run: {data.get('gpu', '?')}, torch {data.get('torch', '?')}, "
-             f"{data.get('timestamp', '?')}; `{data.get('command', '?')}`. "
+    when = f", {data['timestamp']}" if data.get("timestamp") else ""
+    lines = [f"Run: {data.get('gpu', '?')}, torch {data.get('torch', '?')}"
+             f"{when}; `{data.get('command', '?')}`. "
              "Geometric means over every case x distribution; ours/stock "
              "< 1 means faster.", "",
              "| dtype | pass | rows | ours/floor | stock/floor | ours/stock "
@@ -109,9 +153,11 @@ def _summarise_json(data: object) -> list[str]:
                 k in data["rows"][0] for k in ("ours_us", "stock_us", "floor_us")):
             return _grouped_mm_summary(data)
         meta = data.get("meta")
-        head = ([", ".join(f"{k}: {_fmt(v)}" for k, v in meta.items()
+        head = ([", ".join(f"{k}: {_fmt(_no_dirs(v))}" for k, v in meta.items()
                            if isinstance(v, (int, float, str))), ""]
                 if isinstance(meta, dict) else [])
+        if _is_moe_layer_run(data):
+            return head + _moe_layer_summary(data)
         for key in ("summary", "best", "geomean", "table"):
             value = data.get(key)
             if isinstance(value, list) and value and isinstance(value[0], dict):
@@ -131,29 +177,26 @@ def _summarise_json(data: object) -> list[str]:
 
 
 def measurements(root: Path, patch: BuiltPatch) -> str:
-    """Markdown for the measured numbers of one patch, from results/."""
+    """Markdown for the measured numbers of one patch, from the result
+    files its `results` patterns match. Each file is named by its stem (the
+    run), never by its path here: the text goes upstream."""
     files = _result_files(root, patch)
     summarised = {p.with_suffix("") for p in files if p.suffix == ".json"}
     parts = []
-    links = []
     for path in files:
-        rel = path.relative_to(root).as_posix()
         if path.suffix == ".json":
             try:
                 lines = _summarise_json(json.loads(path.read_text()))
             except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
                 lines = [f"(could not summarise: {exc})"]
-            parts.append(f"From `{rel}`:\n\n" + "\n".join(lines) + "\n")
         elif path.suffix in (".md", ".txt", ".csv"):
             if path.with_suffix("") in summarised:
-                links.append(f"`{rel}`")
                 continue
             lines = path.read_text().splitlines()[:_MAX_RESULT_LINES]
-            parts.append(f"From `{rel}`:\n\n" + "\n".join(lines) + "\n")
-        elif path.suffix in (".png", ".svg"):
-            links.append(f"`{rel}`")
-    if links:
-        parts.append("Full tables and plots: " + ", ".join(links) + ".\n")
+        else:
+            continue  # plots stay with the result files
+        parts.append(f"From the `{path.stem}` run:\n\n" + "\n".join(lines)
+                     + "\n")
     note = patch.spec.results_note
     if not parts:
         return "No measurements yet." + (f" {note}" if note else "") + "\n"
@@ -162,19 +205,45 @@ def measurements(root: Path, patch: BuiltPatch) -> str:
     return "\n".join(parts)
 
 
+def _stack(series: Series, patch: BuiltPatch) -> str:
+    patches = series.emitted
+    place = patches.index(patch) + 1 if patch in patches else 0
+    rows = [f"{i}. {p.spec.subject}" + (" (this PR)" if p is patch else "")
+            for i, p in enumerate(patches, 1)]
+    return (f"PR {place} of {len(patches)} of a stack against PyTorch "
+            f"{series.upstream.tag} ({series.upstream.commit[:12]}); each "
+            "applies after the ones above it:\n\n" + "\n".join(rows))
+
+
 def pr_description(root: Path, series: Series, patch: BuiltPatch) -> str:
     """The PR text of one patch, in Markdown."""
     spec = patch.spec
     changed = "\n".join(
         f"- `{d.path}`: {'new, ' if d.new_file else ''}+{d.added} -{d.removed}"
         for d in patch.file_diffs)
-    return (f"# {spec.subject}\n\n"
-            f"Base: PyTorch {series.upstream.tag} ({series.upstream.commit[:12]}),"
-            f" patch {spec.filename}.\n\n"
-            f"## Motivation\n\n{spec.motivation or '(none given)'}\n\n"
-            f"## What changed\n\n{changed}\n\n"
-            f"## Test plan\n\n{spec.test_plan or '(none given)'}\n\n"
-            f"## Measurements\n\n{measurements(root, patch)}")
+    issues = "\n".join(f"- {ref}: {why}" for ref, why in spec.issues)
+    motivation = spec.motivation or "(none given)"
+    if issues:
+        motivation += "\n\nUpstream issues and PRs:\n\n" + issues
+    sections = [
+        f"# {spec.subject}",
+        _stack(series, patch),
+        f"## Motivation\n\n{motivation}",
+        f"## What changes for users\n\n{spec.user_changes or '(none given)'}",
+    ]
+    if spec.declined_before:
+        sections.append("## A behaviour upstream declined before\n\n"
+                        + spec.declined_before)
+    sections += [
+        f"## What changed\n\n{changed}\n\n{patch.added} lines added "
+        f"(limit {patch_series.MAX_ADDED_LINES}).",
+        f"## Test plan\n\n{spec.test_plan or '(none given)'}",
+        f"## Measurements\n\n{measurements(root, patch).rstrip()}",
+        "## Not verified here\n\n" + ("\n".join(
+            t for t in (spec.not_verified, series.not_verified) if t)
+            or "(none given)"),
+    ]
+    return "\n\n".join(sections) + "\n"
 
 
 def write_mbox(root: Path, series: Series, out: Path) -> Path:

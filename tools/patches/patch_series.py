@@ -6,6 +6,10 @@ The series has one source of truth per kind of content:
   byte for byte into ``new file`` diffs, never edited by hand;
 * the few hunks against files upstream already has (dispatch entries,
   derivatives, meta registrations) live in ``patches/edits/NNNN-slug.diff``;
+* an edits file may also change a file that an earlier patch of the series
+  adds (so a later PR can hook into an earlier one's code): ``aten/`` holds
+  the file as it is after the whole series, and the earlier patch carries
+  it with those later hunks taken back out;
 * ``patches/files.toml`` says which files and which edits make each patch.
 
 ``build_series`` turns those into ``patches/NNNN-slug.patch`` texts in
@@ -35,6 +39,11 @@ SERIES = "patches/series"
 # Roots whose files must each belong to exactly one patch.
 SOURCE_ROOT = "aten/"
 TEST_ROOT = "test/"
+# One patch is one upstream PR: at most this many added lines.
+MAX_ADDED_LINES = 4000
+# What no patch may name: this repository's extension (its Python package,
+# its C++ namespace, its OVERLAP_OPS_* switches) and its results folder.
+FORBIDDEN_NAMES = re.compile(r"(?i:overlap_ops)|results/")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +72,14 @@ class PatchSpec:
     results: tuple[str, ...]  # glob patterns under results/
     # Said in the PR description when results/ has nothing for the patch.
     results_note: str = ""
+    # PR description only (tools/patches/export_patches.py): the upstream
+    # issues and PRs the patch answers, what changes for users, and what was
+    # not verified.
+    issues: tuple[tuple[str, str], ...] = ()  # ("#123", why it is cited)
+    user_changes: str = ""
+    # A behaviour upstream maintainers declined before, argued with its cost.
+    declined_before: str = ""
+    not_verified: str = ""
 
     @property
     def filename(self) -> str:
@@ -76,6 +93,8 @@ class Hunk:
     header: str
     old_start: int
     old_len: int
+    new_start: int = 0
+    new_len: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +129,11 @@ class BuiltPatch:
     def file_diffs(self) -> list[FileDiff]:
         return self.new_files + self.edits
 
+    @property
+    def added(self) -> int:
+        """Lines the patch adds, as its diffstat counts them."""
+        return sum(d.added for d in self.file_diffs)
+
 
 @dataclasses.dataclass
 class Series:
@@ -121,6 +145,11 @@ class Series:
     patches: list[BuiltPatch]
     problems: list[str]  # mapping errors: each one fails the check
     notes: list[str]  # informational (e.g. test files in no patch)
+    # (patch file name, path + hunk header) of the hunks against files an
+    # earlier patch adds: proved here by taking them back out of aten/.
+    series_hunks: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    # Said in every PR description ([series] not_verified).
+    not_verified: str = ""
 
     @property
     def emitted(self) -> list[BuiltPatch]:
@@ -172,6 +201,11 @@ def load_specs(root: Path = REPO) -> tuple[dict, list[PatchSpec]]:
             requires=tuple(entry.get("requires", [])),
             results=tuple(entry.get("results", [])),
             results_note=str(entry.get("results_note", "")).strip(),
+            issues=tuple((str(i["ref"]), str(i["why"]).strip())
+                         for i in entry.get("issues", [])),
+            user_changes=str(entry.get("user_changes", "")).strip(),
+            declined_before=str(entry.get("declined_before", "")).strip(),
+            not_verified=str(entry.get("not_verified", "")).strip(),
         ))
     specs.sort(key=lambda s: s.number)
     numbers = [s.number for s in specs]
@@ -221,7 +255,7 @@ def new_file_diff(path: str, data: bytes, executable: bool = False) -> str:
     return head + f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +{span} @@\n" + body
 
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 def split_file_diffs(text: str, origin: str) -> list[FileDiff]:
@@ -242,12 +276,67 @@ def split_file_diffs(text: str, origin: str) -> list[FileDiff]:
             hunk = _HUNK.match(line)
             if hunk:
                 old_len = 1 if hunk.group(2) is None else int(hunk.group(2))
-                hunks.append(Hunk(line.rstrip("\n"), int(hunk.group(1)), old_len))
+                new_len = 1 if hunk.group(4) is None else int(hunk.group(4))
+                hunks.append(Hunk(line.rstrip("\n"), int(hunk.group(1)),
+                                  old_len, int(hunk.group(3)), new_len))
         diffs.append(FileDiff(
             path=match.group(2), text="".join(block), origin=origin,
             new_file=any(l.startswith("new file mode") for l in block[:4]),
             hunks=tuple(hunks)))
     return diffs
+
+
+class HunkMismatch(ValueError):
+    """A hunk whose lines are not where its header says."""
+
+
+def _hunk_lines(diff: FileDiff) -> list[tuple[Hunk, list[str], list[str]]]:
+    """Each hunk of diff with its old lines (context and '-') and its new
+    lines (context and '+'), without the leading marker. A hunk's body is
+    as long as its header says, so a body line such as '--- x' is read as
+    a removed line, not as a file header."""
+    out: list[tuple[Hunk, list[str], list[str]]] = []
+    hunks = iter(diff.hunks)
+    old_left = new_left = 0
+    for line in diff.text.splitlines():
+        if old_left == 0 and new_left == 0:
+            if line.startswith("@@"):
+                hunk = next(hunks)
+                out.append((hunk, [], []))
+                old_left, new_left = hunk.old_len, hunk.new_len
+            continue
+        if line.startswith("\\"):
+            raise HunkMismatch(f"{diff.path}: a file without a final newline "
+                               "cannot be edited by a later patch")
+        marker, body = line[:1], line[1:]
+        if marker != "+":
+            out[-1][1].append(body)
+            old_left -= 1
+        if marker != "-":
+            out[-1][2].append(body)
+            new_left -= 1
+    return out
+
+
+def apply_hunks(text: str, diff: FileDiff, reverse: bool = False) -> str:
+    """text with diff's hunks applied exactly where their headers say (no
+    fuzz, no offset); reverse takes them back out. Raises HunkMismatch
+    naming the first hunk whose lines are not there."""
+    if text and not text.endswith("\n"):
+        raise HunkMismatch(f"{diff.path}: a file without a final newline "
+                           "cannot be edited by a later patch")
+    lines = text.splitlines()
+    shift = 0
+    for hunk, old, new in _hunk_lines(diff):
+        start, length, want, put = (
+            (hunk.new_start, hunk.new_len, new, old) if reverse
+            else (hunk.old_start, hunk.old_len, old, new))
+        at = (start if length == 0 else start - 1) + shift
+        if lines[at:at + len(want)] != want:
+            raise HunkMismatch(f"{hunk.header} of {diff.path}")
+        lines[at:at + len(want)] = put
+        shift += len(put) - len(want)
+    return "".join(line + "\n" for line in lines)
 
 
 def _match_sources(files: list[str], specs: list[PatchSpec]
@@ -339,9 +428,64 @@ def build_series(root: Path = REPO) -> Series:
         problems.extend(extra)
         patches.append(built)
         problems.extend(_test_problems(root, built, notes))
-    return Series(upstream=upstream, author=str(meta.get("author", "")),
-                  date=str(meta.get("date", "")), patches=patches,
-                  problems=problems, notes=notes)
+    series = Series(upstream=upstream, author=str(meta.get("author", "")),
+                    date=str(meta.get("date", "")), patches=patches,
+                    problems=problems, notes=notes,
+                    not_verified=str(meta.get("not_verified", "")).strip())
+    _take_back_later_edits(root, series)
+    return series
+
+
+def _take_back_later_edits(root: Path, series: Series) -> None:
+    """For every file a patch adds and a later patch's edits change, the
+    adding patch carries the aten/ (final) text with the later hunks taken
+    back out, latest first; the later patch carries the hunks as written.
+    A hunk that does not match aten/ is a problem, as is an edit of a file
+    that only the same or a later patch adds."""
+    added: dict[str, tuple[int, int]] = {}  # path -> (patch index, diff index)
+    for i, patch in enumerate(series.patches):
+        for k, diff in enumerate(patch.new_files):
+            added[diff.path] = (i, k)
+    later: dict[str, list[tuple[int, FileDiff]]] = {}
+    for j, patch in enumerate(series.patches):
+        for diff in patch.edits:
+            if diff.path not in added:
+                continue
+            i, _ = added[diff.path]
+            if i >= j:
+                series.problems.append(
+                    f"{patch.spec.filename}: {diff.origin} edits {diff.path}, "
+                    f"which {series.patches[i].spec.filename} adds: change "
+                    f"the file under {SOURCE_ROOT} or {TEST_ROOT} instead")
+                continue
+            later.setdefault(diff.path, []).append((j, diff))
+    for path, edits in later.items():
+        i, k = added[path]
+        first = series.patches[i]
+        origin = first.new_files[k].origin
+        text = (root / origin).read_text()
+        try:
+            for j, diff in reversed(edits):
+                text = apply_hunks(text, diff, reverse=True)
+        except HunkMismatch as exc:
+            series.problems.append(
+                f"{series.patches[j].spec.filename}: {diff.origin}: hunk "
+                f"{exc} does not match {origin}, the file after the whole "
+                "series: its context and '+' lines must read as that file "
+                "does now")
+            continue
+        for j, diff in edits:
+            if series.patches[j].pending is not None:
+                series.notes.append(
+                    f"{first.spec.filename} carries {path} without the hunks "
+                    f"of pending {series.patches[j].spec.filename}")
+            series.series_hunks.update(
+                (series.patches[j].spec.filename, diff.path + h.header)
+                for h in diff.hunks)
+        executable = os.access(root / origin, os.X_OK)
+        regenerated = split_file_diffs(
+            new_file_diff(path, text.encode("utf-8"), executable), origin)
+        first.new_files[k] = regenerated[0]
 
 
 def _diffstat(diffs: list[FileDiff]) -> str:
@@ -387,7 +531,7 @@ def render_patch(series: Series, patch: BuiltPatch,
     head += f"Subject: {prefix} {subject}\n\n{body}---\n"
     diffs = "".join(d.text for d in patch.file_diffs)
     return (head + _diffstat(patch.file_diffs) + "\n" + diffs
-            + "-- \noverlap-ops tools/patches/sync_patches.py\n\n")
+            + "-- \ngenerated by tools/patches/sync_patches.py\n\n")
 
 
 def expected_outputs(series: Series) -> dict[str, str]:

@@ -95,9 +95,8 @@ LaunchArgs launch_args_for(
 
 namespace {
 
-// Whether a tensor-core path (SM90 or SM80) may take this
-// dtype. Only these need the 3d x 2d rewrite; the generic kernel takes
-// grouped columns directly.
+// Whether a tensor-core path may take this dtype. Only those need the
+// 3d x 2d rewrite; the generic kernel takes grouped columns directly.
 bool tensor_core_path_available(ScalarType input_dtype) {
   return grouped_mm::sm90_available_for(input_dtype) ||
       grouped_mm::sm80_available_for(input_dtype);

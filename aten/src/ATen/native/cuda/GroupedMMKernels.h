@@ -109,13 +109,15 @@ Backend requested_backend();
 // once per device from the loaded image's attributes: no launch, no sync.
 bool hopper_kernels_built();
 
-// True when the Hopper kernels can take this input dtype on the current
-// GPU (fp32 only when TF32 is allowed). Decided from host state only.
+// True when the Hopper kernels (GroupedMMSm90Dispatch.cpp) can take this
+// input dtype on the current GPU (fp32 only when TF32 is allowed). Decided
+// from host state only.
 bool sm90_available_for(ScalarType input_dtype);
 
-// The same for the SM80 kernels (GroupedMMSm80Dispatch.cpp): by default
-// where sm80_kernels_by_default says (GroupedMMDispatchRule.h), any GPU from
-// SM80 on when forced.
+// True when the SM80 kernels (GroupedMMSm80Dispatch.cpp) can take this
+// input dtype on the current GPU (fp32 only when TF32 is allowed): by
+// default where sm80_kernels_by_default says (GroupedMMDispatchRule.h), any
+// GPU from SM80 on when forced. Decided from host state only.
 bool sm80_available_for(ScalarType input_dtype);
 
 // Whether the SM80 kernels' tile numbering (int32) holds the call's tiles,
@@ -156,13 +158,13 @@ void copy_k_groups_padded(
     const Tensor& src, const Tensor& dst, const Tensor& offs,
     int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit);
 
-// Hopper TMA + WGMMA kernels. Returns false, having launched nothing, when
-// this GPU, dtype or operand layout is not covered; the caller falls back.
-// May replace args.a / args.b (and their strides) by re-laid-out copies.
+// Hopper TMA + WGMMA kernels, same contract as try_launch_sm80_grouped_mm.
 bool try_launch_sm90_grouped_mm(LaunchArgs& args);
 
-// CUTLASS 2.x grouped kernels for SM80 and later, same contract as
-// try_launch_sm90_grouped_mm.
+// CUTLASS 2.x grouped kernels for SM80 and later. Returns false, having
+// launched nothing, when this GPU, dtype or operand layout is not covered;
+// the caller falls back. May replace args.a / args.b (and their strides) by
+// re-laid-out copies.
 bool try_launch_sm80_grouped_mm(LaunchArgs& args);
 
 }  // namespace at::native::grouped_mm
