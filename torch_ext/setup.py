@@ -200,6 +200,20 @@ def _wheel_cuda_dirs() -> tuple[list[str], list[str]]:
     return includes, libs
 
 
+def _nvml_compat_includes(wheel_includes: list[str]) -> list[str]:
+    """csrc/nvml_compat/ when no nvml.h is found: c10/cuda/driver_api.h,
+    which the green-context streams use, includes it, and a toolkit installed
+    without NVML's development files lacks it (see that header)."""
+    home = Path(cpp_extension.CUDA_HOME)
+    found = [home / "include", *home.glob("targets/*/include"),
+             *map(Path, wheel_includes),
+             *map(Path, filter(None, os.environ.get("CPATH", "").split(":"))),
+             Path("/usr/include"), Path("/usr/local/include")]
+    if any((folder / "nvml.h").is_file() for folder in found):
+        return []
+    return [str(ROOT / "csrc" / "nvml_compat")]
+
+
 def _cublas_libraries() -> list[str]:
     """cuBLAS and cuBLASLt by soname: the wheel ships only libcublas.so.N."""
     major = torch.version.cuda.split(".")[0]
@@ -297,7 +311,8 @@ def _extension():
             nvcc_targets.arch_flag(archs)]
     return cpp_extension.CUDAExtension(
         "overlap_ops._C", _cpu_sources() + _cuda_sources(),
-        include_dirs=include_dirs + wheel_inc + _cutlass_includes(),
+        include_dirs=include_dirs + wheel_inc + _cutlass_includes()
+        + _nvml_compat_includes(wheel_inc),
         library_dirs=wheel_lib,
         libraries=_cublas_libraries(),
         extra_compile_args={"cxx": cxx + ["-DOVERLAP_OPS_WITH_CUDA"],

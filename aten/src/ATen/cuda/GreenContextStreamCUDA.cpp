@@ -9,6 +9,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/SMCarveoutCUDA.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
@@ -20,14 +21,15 @@
 #include <array>
 #include <map>
 #include <mutex>
-#include <type_traits>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
 // Green contexts (cuGreenCtxStreamCreate) are in the driver API from 12.8
-// on, the version we request the entry points at.
+// on, the version c10::cuda::DriverAPI requests their entry points at.
 #if defined(CUDA_VERSION) && CUDA_VERSION >= 12080
 #define AT_CUDA_HAS_GREEN_CONTEXTS 1
+#include <c10/cuda/driver_api.h>
 #else
 #define AT_CUDA_HAS_GREEN_CONTEXTS 0
 #endif
@@ -90,70 +92,19 @@ std::unordered_map<CarveoutStream, GreenStream>& green_streams() {
 
 #if AT_CUDA_HAS_GREEN_CONTEXTS
 
-// The driver entry points we call, resolved through the runtime at the
-// 12.8 ABI, so nothing links libcuda. c10::cuda::DriverAPI has them too, but
-// its header includes <nvml.h>, which toolkits without the NVML development
-// files lack, so this file resolves the few it needs as driver_api.cpp does.
-constexpr unsigned int kGreenContextDriverVersion = 12080;
+// The CUDA version PyTorch itself must be built with for
+// c10::cuda::DriverAPI to have the green-context entry points.
+constexpr long kGreenContextCudaVersion = 12080;
 
-template <typename Fn>
-Fn* driver_entry_point(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t status = cudaGetDriverEntryPointByVersion(
-      name, &fn, kGreenContextDriverVersion, cudaEnableDefault, &found);
-  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();  // a missing symbol is an answer, not an error
-    return nullptr;
-  }
-  return reinterpret_cast<Fn*>(fn);
-}
-
-// Null members: the driver predates green contexts.
-struct GreenContextDriver {
-  decltype(&cuGetErrorString) cuGetErrorString_ = nullptr;
-  decltype(&cuDeviceGet) cuDeviceGet_ = nullptr;
-  decltype(&cuDeviceGetDevResource) cuDeviceGetDevResource_ = nullptr;
-  decltype(&cuDevSmResourceSplitByCount) cuDevSmResourceSplitByCount_ =
-      nullptr;
-  decltype(&cuDevResourceGenerateDesc) cuDevResourceGenerateDesc_ = nullptr;
-  decltype(&cuGreenCtxCreate) cuGreenCtxCreate_ = nullptr;
-  decltype(&cuGreenCtxDestroy) cuGreenCtxDestroy_ = nullptr;
-  decltype(&cuGreenCtxStreamCreate) cuGreenCtxStreamCreate_ = nullptr;
-  decltype(&cuCtxFromGreenCtx) cuCtxFromGreenCtx_ = nullptr;
-  decltype(&cuCtxPushCurrent) cuCtxPushCurrent_ = nullptr;
-  decltype(&cuCtxPopCurrent) cuCtxPopCurrent_ = nullptr;
-};
-
-GreenContextDriver load_driver() {
-  GreenContextDriver api;
-#define AT_LOAD_DRIVER_ENTRY(name)                              \
-  api.name##_ = driver_entry_point<                             \
-      std::remove_pointer_t<decltype(api.name##_)>>(#name)
-  AT_LOAD_DRIVER_ENTRY(cuGetErrorString);
-  AT_LOAD_DRIVER_ENTRY(cuDeviceGet);
-  AT_LOAD_DRIVER_ENTRY(cuDeviceGetDevResource);
-  AT_LOAD_DRIVER_ENTRY(cuDevSmResourceSplitByCount);
-  AT_LOAD_DRIVER_ENTRY(cuDevResourceGenerateDesc);
-  AT_LOAD_DRIVER_ENTRY(cuGreenCtxCreate);
-  AT_LOAD_DRIVER_ENTRY(cuGreenCtxDestroy);
-  AT_LOAD_DRIVER_ENTRY(cuGreenCtxStreamCreate);
-  AT_LOAD_DRIVER_ENTRY(cuCtxFromGreenCtx);
-  AT_LOAD_DRIVER_ENTRY(cuCtxPushCurrent);
-  AT_LOAD_DRIVER_ENTRY(cuCtxPopCurrent);
-#undef AT_LOAD_DRIVER_ENTRY
-  return api;
-}
-
-const GreenContextDriver& driver() {
-  static const GreenContextDriver api = load_driver();
-  return api;
+// PyTorch's driver API table; its green-context members are read only
+// after missing_green_context_api() found them.
+const c10::cuda::DriverAPI& driver() {
+  return *c10::cuda::DriverAPI::get();
 }
 
 std::string driver_error(CUresult status) {
   const char* text = nullptr;
-  if (driver().cuGetErrorString_ == nullptr ||
-      driver().cuGetErrorString_(status, &text) != CUDA_SUCCESS ||
+  if (driver().cuGetErrorString_(status, &text) != CUDA_SUCCESS ||
       text == nullptr) {
     return "CUresult " + std::to_string(static_cast<int>(status));
   }
@@ -166,17 +117,30 @@ void check_driver(CUresult status, const char* what) {
       driver_error(status));
 }
 
-// Optional entry points are null when the driver predates them.
-bool has_green_context_entry_points(const GreenContextDriver& api) {
-  return api.cuDeviceGet_ != nullptr &&
-      api.cuDeviceGetDevResource_ != nullptr &&
+// Why the green-context entry points cannot be called, or nullopt. They are
+// DriverAPI members only when PyTorch was built with CUDA 12.8+ (a file
+// built against an installed PyTorch may see a newer toolkit than PyTorch
+// was built with), and null when the driver predates them.
+std::optional<std::string> missing_green_context_api() {
+  const long built = at::detail::getCUDAHooks().versionCUDART();
+  if (built < kGreenContextCudaVersion) {
+    return "PyTorch was built with CUDA " + std::to_string(built) +
+        ", whose c10::cuda::DriverAPI has no green-context entry points";
+  }
+  const c10::cuda::DriverAPI& api = driver();
+  if (api.cuDeviceGet_ != nullptr && api.cuDeviceGetDevResource_ != nullptr &&
       api.cuDevSmResourceSplitByCount_ != nullptr &&
       api.cuDevResourceGenerateDesc_ != nullptr &&
-      api.cuGreenCtxCreate_ != nullptr &&
-      api.cuGreenCtxDestroy_ != nullptr &&
+      api.cuGreenCtxCreate_ != nullptr && api.cuGreenCtxDestroy_ != nullptr &&
       api.cuGreenCtxStreamCreate_ != nullptr &&
-      api.cuCtxFromGreenCtx_ != nullptr &&
-      api.cuCtxPushCurrent_ != nullptr && api.cuCtxPopCurrent_ != nullptr;
+      api.cuCtxFromGreenCtx_ != nullptr && api.cuCtxPushCurrent_ != nullptr &&
+      api.cuCtxPopCurrent_ != nullptr) {
+    return std::nullopt;
+  }
+  int version = 0;
+  (void)cudaDriverGetVersion(&version);
+  return "the CUDA driver (version " + std::to_string(version) +
+      ") has no green-context entry points; they need a 12.8 or later driver";
 }
 
 // The device's whole SM resource, the input of every split.
@@ -215,12 +179,8 @@ std::optional<SmPartitionRule> partition_rule(
 GreenContextDevice probe_device(c10::DeviceIndex device) {
   GreenContextDevice info;
   info.probed = true;
-  if (!has_green_context_entry_points(driver())) {
-    int version = 0;
-    (void)cudaDriverGetVersion(&version);
-    info.unavailable = "the CUDA driver (version " + std::to_string(version) +
-        ") has no green-context entry points; they need a 12.8 or later "
-        "driver";
+  if (auto missing = missing_green_context_api()) {
+    info.unavailable = std::move(*missing);
     return info;
   }
   CUdevice dev = 0;
@@ -507,6 +467,11 @@ GreenContextGemmScope::GreenContextGemmScope(bool confine, int64_t carveout)
   }
   const c10::cuda::CUDAStream current =
       c10::cuda::getCurrentCUDAStream(device);
+  if (const int64_t nested = green_context_stream_sm_count(
+          static_cast<CarveoutStream>(current.stream()))) {
+    sm_count_target_ = static_cast<int32_t>(nested);  // already confined
+    return;
+  }
   fork_.emplace(green_context_stream_cache(), device, carveout,
                 static_cast<CarveoutStream>(current.stream()));
   if (!fork_->restricted()) {

@@ -23,10 +23,9 @@
 // belong to that stream.
 //
 // Needs a CUDA 12.8+ toolkit at build time and a driver with the
-// green-context entry points (resolved at run time through
-// cudaGetDriverEntryPointByVersion, so nothing links libcuda); otherwise
-// GEMMs keep the SM count target alone and a one-time warning says why
-// (green_context_unavailable_reason).
+// green-context entry points (c10::cuda::DriverAPI resolves them at run
+// time); otherwise GEMMs keep the SM count target alone and a one-time
+// warning says why (green_context_unavailable_reason).
 
 #include <ATen/cuda/CarveoutStreamCache.h>
 #include <ATen/cuda/SMCarveout.h>
@@ -41,9 +40,9 @@
 namespace at::cuda {
 
 // Why green contexts cannot confine GEMMs on `device` in this process (a
-// toolkit older than 12.8 at build time, a driver without the entry points,
-// a device the driver cannot partition), or nullopt when they can. Probed
-// once per device.
+// toolkit, or a PyTorch build, older than CUDA 12.8, a driver without the
+// entry points, a device the driver cannot partition), or nullopt when they
+// can. Probed once per device.
 std::optional<std::string> green_context_unavailable_reason(
     c10::DeviceIndex device);
 
@@ -75,7 +74,8 @@ int64_t green_context_stream_sm_count(CarveoutStream stream);
 //   confine.join();
 // Nothing happens (and sm_count_target() is the plain SMs - k target) when
 // `confine` is false, k == 0, the current stream is capturing, or green
-// contexts are unavailable (a one-time warning).
+// contexts are unavailable (a one-time warning). A scope opened on a green
+// stream (a GEMM call inside another's scope) keeps that stream.
 class GreenContextGemmScope {
  public:
   explicit GreenContextGemmScope(
@@ -85,13 +85,14 @@ class GreenContextGemmScope {
   GreenContextGemmScope(const GreenContextGemmScope&) = delete;
   GreenContextGemmScope& operator=(const GreenContextGemmScope&) = delete;
 
-  // Whether the scope's work runs on a green-context stream.
+  // Whether the scope moved its work onto a green-context stream (not when
+  // it opened on one).
   bool confined() const {
     return stream_guard_.has_value();
   }
   // For cublasSetSmCountTarget / CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET: the
   // partition's SMs when confined (cuBLAS sees the whole device otherwise),
-  // else current_device_sm_count_target().
+  // else current_device_sm_count_target(k).
   int32_t sm_count_target() const {
     return sm_count_target_;
   }

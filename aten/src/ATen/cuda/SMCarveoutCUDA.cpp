@@ -8,6 +8,7 @@
 #include <ATen/cuda/SMCarveoutCUDA.h>
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/GreenContextStreamCUDA.h>
 #include <c10/util/Exception.h>
 
 namespace at::cuda {
@@ -23,16 +24,25 @@ int64_t current_device_sm_limit() {
   return effective_sm_count(current_device_sm_count());
 }
 
-int32_t current_device_sm_count_target() {
-  return current_device_sm_count_target(requested_sm_carveout());
-}
-
 int32_t current_device_sm_count_target(int64_t carveout) {
   if (carveout == 0) {
     return 0;  // skip the device-properties lookup in the common case
   }
   return static_cast<int32_t>(
       sm_count_after_carveout(current_device_sm_count(), carveout));
+}
+
+int32_t current_stream_sm_count_target() {
+  const int64_t carveout = requested_sm_carveout();
+  if (carveout == 0) {
+    return 0;
+  }
+  const int64_t green = green_context_stream_sm_count(
+      static_cast<CarveoutStream>(getCurrentCUDAStream().stream()));
+  if (green != 0) {
+    return static_cast<int32_t>(green);
+  }
+  return current_device_sm_count_target(carveout);
 }
 
 CublasSmCountTargetGuard::CublasSmCountTargetGuard(

@@ -26,11 +26,16 @@ namespace at::cuda {
 // the context's carveout). Raises when the carveout is out of range.
 int64_t current_device_sm_limit();
 
-// blas_sm_count_target() for the current device: 0 when no carveout is set.
-int32_t current_device_sm_count_target();
-// The same for a carveout the caller has already read, so that one call
-// site sees one k even if another thread changes the setting meanwhile.
+// The SM count target for `carveout` on the current device (SMs - k), read
+// once by the caller so that one call site sees one k even if another
+// thread changes the setting meanwhile: 0 when k is 0.
 int32_t current_device_sm_count_target(int64_t carveout);
+
+// The SM count target for a GEMM on the current stream: 0 when no carveout
+// is set, the SMs of its green context when it is one of the carveout's
+// green-context streams (GreenContextStreamCUDA.h; cuBLAS would otherwise
+// size for the whole device there), else SMs - k.
+int32_t current_stream_sm_count_target();
 
 // Sets cublasSetSmCountTarget on `handle` for one scope and restores the
 // handle's previous target on exit. A target of 0 (no carveout) leaves the
@@ -39,7 +44,7 @@ class CublasSmCountTargetGuard {
  public:
   explicit CublasSmCountTargetGuard(
       cublasHandle_t handle,
-      int32_t sm_count_target = current_device_sm_count_target());
+      int32_t sm_count_target = current_stream_sm_count_target());
   ~CublasSmCountTargetGuard();
   CublasSmCountTargetGuard(const CublasSmCountTargetGuard&) = delete;
   CublasSmCountTargetGuard& operator=(const CublasSmCountTargetGuard&) =
@@ -55,6 +60,6 @@ class CublasSmCountTargetGuard {
 // carveout) leaves `desc` alone.
 void set_cublaslt_sm_count_target(
     cublasLtMatmulDesc_t desc,
-    int32_t sm_count_target = current_device_sm_count_target());
+    int32_t sm_count_target = current_stream_sm_count_target());
 
 }  // namespace at::cuda
