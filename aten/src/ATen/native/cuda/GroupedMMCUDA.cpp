@@ -16,6 +16,8 @@
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
+
 namespace at::native {
 namespace grouped_mm {
 namespace {
@@ -138,6 +140,33 @@ void warn_if_untuned_device(const Tensor& self) {
   }
 }
 
+// FLOPs and bytes from the shapes alone (any layout; sizes that do not
+// fit a layout fail validation later, whichever side takes the call).
+void set_work(const Tensor& self, const Tensor& mat2,
+              grouped_mm::CallFacts& facts) {
+  const double groups =
+      static_cast<double>(std::max<int64_t>(facts.groups, 1));
+  double macs = 0;
+  double out_numel = 0;
+  if (self.dim() == 2 && mat2.dim() == 3) {
+    out_numel = static_cast<double>(self.size(0)) * mat2.size(2);
+    macs = out_numel * self.size(1);
+  } else if (self.dim() == 3 && mat2.dim() == 2) {
+    out_numel = static_cast<double>(self.size(1)) * mat2.size(1);
+    macs = out_numel * self.size(2);
+  } else if (self.dim() == 2 && mat2.dim() == 2) {
+    out_numel = groups * self.size(0) * mat2.size(1);
+    macs = static_cast<double>(self.size(0)) * self.size(1) * mat2.size(1);
+  } else if (self.dim() == 3 && mat2.dim() == 3) {
+    out_numel = static_cast<double>(self.size(0)) * self.size(1) *
+        mat2.size(2);
+    macs = out_numel * self.size(2);
+  }
+  facts.flops = 2 * macs;
+  facts.bytes = static_cast<double>(self.element_size()) *
+      (static_cast<double>(self.numel()) + mat2.numel() + out_numel);
+}
+
 }  // namespace
 
 bool grouped_mm_upstream_takes(
@@ -163,6 +192,7 @@ bool grouped_mm_upstream_takes(
   // The CUDA runtime torch itself was built with.
   facts.upstream_cublaslt =
       at::detail::getCUDAHooks().versionCUDART() >= kCublasLtGroupedCudart;
+  set_work(self, mat2, facts);
   return grouped_mm::upstream_takes(facts);
 }
 
