@@ -66,6 +66,15 @@ from test_grouped_mm import (  # noqa: E402
     testing_ops,
 )
 
+def _clamped_spans(values: list[int], extent: int) -> list[tuple[int, int]]:
+    """[start, end) of every group as the kernels clamp bad offsets."""
+    spans = []
+    for g, v in enumerate(values):
+        start = min(max(values[g - 1], 0), extent) if g else 0
+        spans.append((start, min(max(v, start), extent)))
+    return spans
+
+
 # Name fragments of each family's GEMM kernel. The profiler reports CUTLASS
 # kernels by their mangled names (seen on the H200), so each fragment is one
 # identifier that reads the same mangled and demangled.
@@ -291,6 +300,10 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
 
     @dtypes(torch.bfloat16)
     def test_bad_offsets_do_not_crash(self, device, dtype):
+        # Unchecked, bad offsets are clamped on the device (group_problem):
+        # group g spans [clamp(offs[g-1]), clamp(offs[g])) with both ends in
+        # [0, extent] and the end at least the start. Every output value is
+        # checked against float64 under that rule.
         a = _randn(64, 32, device=device, dtype=dtype)
         b = _randn(4, 32, 16, device=device, dtype=dtype)
         for values in ([10, 5, 64, 64], [-7, 20, 30, 40], [10, 20, 30, 500],
@@ -299,9 +312,50 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
             out = _grouped_mm(a, b, offs)
             torch.cuda.synchronize()
             self.assertEqual(out.shape, (64, 16))
+            self._assert_clamped_rows(out, a, b, values)
+            # Grouped along K: group g's output is a[:, span] @ b[span],
+            # zeros for an empty span; no two groups share an output.
+            ak = _randn(8, 64, device=device, dtype=dtype)
+            bk = _randn(64, 16, device=device, dtype=dtype)
+            out_k = _grouped_mm(ak, bk, offs)
+            torch.cuda.synchronize()
+            rel = tolerance(dtype, "cuda")
+            for g, (start, end) in enumerate(_clamped_spans(values, 64)):
+                want = ak[:, start:end].double() @ bk[start:end].double()
+                got = out_k[g].double()
+                if start == end:
+                    self.assertEqual(got, want, atol=0, rtol=0,
+                                     msg=f"{values} g={g}: k = 0")
+                    continue
+                err = ((got - want).norm() / want.norm()).item()
+                self.assertLessEqual(err, rel, f"{values} g={g}")
         # The context is still alive and correct afterwards.
         offs = make_offsets([16, 16, 16, 16], device)
         self._run_and_check(a, b, offs)
+
+    def _assert_clamped_rows(self, out, a, b, values):
+        """Each row of a 2d x 3d output holds a[r] @ b[g] for a group g whose
+        clamped span holds r (decreasing offsets make spans overlap, and
+        either group may write last), or zeros where r is past the clamped
+        last offset and no group's span reaches it."""
+        extent = a.shape[0]
+        spans = _clamped_spans(values, extent)
+        total = min(max(values[-1], 0), extent)
+        a64, b64, got = a.double(), b.double(), out.double()
+        rel = tolerance(a.dtype, "cuda")
+        for r in range(extent):
+            candidates = [a64[r] @ b64[g] for g, (s, e) in enumerate(spans)
+                          if s <= r < e]
+            if r >= total:
+                candidates.append(torch.zeros_like(got[r]))
+            self.assertTrue(candidates, f"{values}: row {r} has no writer")
+            # A zero row must be exactly zero; a product row within the
+            # output dtype's rounding of its largest element.
+            matches = [
+                (got[r] - c).abs().max().item()
+                <= rel * c.abs().max().item() for c in candidates]
+            self.assertTrue(any(matches),
+                            f"{values}: row {r} matches no writer")
 
     @needs_extension
     @dtypes(torch.bfloat16)
