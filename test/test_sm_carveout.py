@@ -35,7 +35,7 @@ import math
 import os
 import sys
 import unittest
-from typing import Callable
+from typing import Callable, ContextManager
 
 import torch
 import torch.nn.functional as F
@@ -123,6 +123,32 @@ def _make_gemm(op: str, device: str, dtype: torch.dtype, size: int = 2048,
     raise AssertionError(op)
 
 
+def assert_grid_within_carveout(
+        test: TestCase, fn: Callable[[], object], k: int, device: str,
+        within: Callable[[int], ContextManager] = carveout_set) -> None:
+    """Every GEMM kernel fn launches inside within(k) (default: the SM
+    carveout set to k) leaves k SMs free; see the module docstring for
+    non-persistent kernels."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    baseline = _gemm_kernels(launched_kernels(fn))  # no carveout
+    with within(k):
+        launched = _gemm_kernels(launched_kernels(fn))
+    test.assertTrue(launched, "no GEMM kernel was traced")
+    over = [(name, ctas) for name, ctas in launched if ctas > sms - k]
+    if not over:
+        return
+    baseline_persistent = all(ctas <= sms for _, ctas in baseline)
+    test.assertFalse(
+        baseline_persistent,
+        f"persistent kernel(s) ignored the carveout: {over} launched with "
+        f"more than SMs - k = {sms - k} CTAs (no-carveout launch: "
+        f"{baseline})")
+    test.assertNotEqual(
+        launched, baseline,
+        f"non-persistent kernel(s) {over} and the SM count target did not "
+        f"change cuBLAS's launch at all (no-carveout launch: {baseline})")
+
+
 # Records the SM of every block. Blocks of 1024 threads (at most two per SM)
 # that spin for a while, so the scheduler has to spread them over every SM
 # it may use.
@@ -193,29 +219,8 @@ class TestSMCarveout(TestCase):
     # ------------------------------------------------------------------
 
     def _assert_grid_within_carveout(self, fn: Callable[[], object], k: int,
-                                     device: str,
-                                     only_gemms: bool = True) -> None:
-        """Every GEMM kernel fn launches under a carveout of k leaves k SMs
-        free; see the module docstring for non-persistent kernels."""
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        select = _gemm_kernels if only_gemms else (lambda ks: ks)
-        baseline = select(launched_kernels(fn))  # the same call, no carveout
-        with carveout_set(k):
-            launched = select(launched_kernels(fn))
-        self.assertTrue(launched, "no GEMM kernel was traced")
-        over = [(name, ctas) for name, ctas in launched if ctas > sms - k]
-        if not over:
-            return
-        baseline_persistent = all(ctas <= sms for _, ctas in baseline)
-        self.assertFalse(
-            baseline_persistent,
-            f"persistent kernel(s) ignored the carveout: {over} launched with "
-            f"more than SMs - k = {sms - k} CTAs (no-carveout launch: "
-            f"{baseline})")
-        self.assertNotEqual(
-            launched, baseline,
-            f"non-persistent kernel(s) {over} and the SM count target did not "
-            f"change cuBLAS's launch at all (no-carveout launch: {baseline})")
+                                     device: str) -> None:
+        assert_grid_within_carveout(self, fn, k, device)
 
     def _skip_without_green_contexts(self) -> None:
         if not hasattr(torch.cuda, "_compile_kernel"):
