@@ -1,18 +1,12 @@
 # Owner(s): ["module: linear algebra"]
-"""Tests for the _grouped_mm contract (DESIGN.md): layouts, dtypes, bias,
-out_dtype, zeroed tail, host-side validation messages (CPU kernel).
+"""Tests for the _grouped_mm contract: layouts, dtypes, bias, out_dtype,
+zeroed tail past offs[-1], host-side validation messages (CPU kernel).
 
-Mode by feature detection: with the overlap_ops extension installed the
-tests run torch.ops.overlap_ops.grouped_mm (and torch._grouped_mm routed to
-it); without it they run torch._grouped_mm itself, which is what a wheel
-built by `./build.sh wheel` patches (tests of extension-only switches then
-skip).
-
-One file per patch of the series (patches/files.toml): this one goes with
-the validation and CPU kernel patch and runs on the CPU;
-test_grouped_mm_cuda.py (device-offset CUDA kernels) runs the same contract
-tests on CUDA plus the CUDA-only ones; test_grouped_mm_autograd.py covers
-autograd, fake/meta kernels and torch.compile.
+One file per patch of the series: this one goes with the validation and
+CPU kernel patch and runs on the CPU; test_grouped_mm_cuda.py (device-offset
+CUDA kernels) runs the same contract tests on CUDA plus the CUDA-only ones;
+test_grouped_mm_autograd.py covers autograd, fake/meta kernels and
+torch.compile.
 
 On CUDA the kernel family is chosen per call, and
 TORCH_GROUPED_MM_BACKEND (auto | sm90 | sm80 | generic) is read at
@@ -26,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import unittest
 
 import torch
 from torch.testing._internal.common_device_type import (
@@ -46,31 +39,8 @@ from grouped_mm_reference import (  # noqa: E402
     tolerance,
 )
 
-try:
-    import overlap_ops  # noqa: E402
-except ModuleNotFoundError as error:  # a patched PyTorch wheel: test torch._grouped_mm
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    overlap_ops = None
-    _testing = None
-else:  # with the extension, its test-only ops must load
-    from overlap_ops import _testing  # noqa: E402
-
-HAS_EXTENSION = overlap_ops is not None
-HAS_CUDA_KERNELS = not HAS_EXTENSION or overlap_ops.has_cuda_kernels()
-_OP = (torch.ops.overlap_ops.grouped_mm if HAS_EXTENSION
-       else torch.ops.aten._grouped_mm)
-needs_extension = unittest.skipIf(
-    not HAS_EXTENSION, "tests an overlap_ops switch (extension mode only)")
+_OP = torch.ops.aten._grouped_mm
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-
-
-def testing_ops():
-    """The test-only ops of the extension (torch_ext/csrc/testing/),
-    registered under torch.ops.overlap_ops_testing by its test module."""
-    import overlap_ops._testing  # noqa: F401  (a missing module must fail)
-
-    return torch.ops.overlap_ops_testing
 
 
 def _grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
@@ -115,22 +85,22 @@ def _poison_allocator(shape, device, dtype):
 
 
 class GroupedMMTestCase(TestCase):
-    """Shared set-up and the check every grouped-mm test file uses: output
-    (allocated over a NaN-poisoned block on CUDA) against a float64
-    reference per group. No tests of its own."""
+    """The check every grouped-mm test file uses: output (allocated over a
+    NaN-poisoned block on CUDA) against a float64 reference per group. No
+    tests of its own."""
 
-    def setUp(self):
-        super().setUp()
-        if self.device_type == "cuda" and not HAS_CUDA_KERNELS:
-            self.skipTest("overlap_ops was built without its CUDA kernels")
+    # The op (a, b, offs, bias, out_dtype) -> out that the contract tests
+    # call: aten::_grouped_mm; make_contract_tests() can give another op of
+    # the same schema.
+    grouped_mm_op = staticmethod(_OP)
 
     def _run_and_check(self, a, b, offs=None, bias=None, out_dtype=None,
                        op=None):
         """op: the grouped mm to check (a, b, offs, bias, out_dtype) ->
-        out; _grouped_mm unless given."""
+        out; grouped_mm_op unless given."""
         out_shape = reference_grouped_mm(a, b, offs, bias).shape
         _poison_allocator(out_shape, a.device, out_dtype or a.dtype)
-        out = (op or _grouped_mm)(a, b, offs, bias, out_dtype)
+        out = (op or self.grouped_mm_op)(a, b, offs, bias, out_dtype)
         self.assertEqual(out.dtype, out_dtype or a.dtype)
         self.assertEqual(out.device, a.device)
         ref = reference_grouped_mm(a, b, offs, bias)
@@ -266,7 +236,7 @@ class _ContractTests:
         # No rows at all, and all groups empty.
         a = _randn(0, 8, device=device, dtype=dtype)
         b = _randn(3, 8, 4, device=device, dtype=dtype)
-        out = _grouped_mm(a, b, make_offsets([0, 0, 0], device))
+        out = self.grouped_mm_op(a, b, make_offsets([0, 0, 0], device))
         self.assertEqual(out.shape, (0, 4))
         a = _randn(6, 8, device=device, dtype=dtype)
         self._run_and_check(a, b, make_offsets([0, 0, 0], device))
@@ -298,24 +268,6 @@ class _ContractTests:
                             _randn(3, 0, 4, device=device, dtype=dtype),
                             None, bias)
 
-    @needs_extension
-    @dtypes(torch.float32)
-    def test_route_torch_grouped_mm(self, device, dtype):
-        a = _randn(10, 8, device=device, dtype=dtype)
-        b = _randn(3, 8, 4, device=device, dtype=dtype)
-        bad = torch.tensor([4, 2, 10], device=device, dtype=torch.int32)
-        with overlap_ops.routed_torch_grouped_mm(), \
-                overlap_ops.checked_offsets():
-            # Our validation message shows the call reached our kernel.
-            with self.assertRaisesRegex(RuntimeError, r"non-decreasing \(group 1\)"):
-                torch._grouped_mm(a, b, bad)
-            offs = make_offsets([4, 0, 5], device)
-            out = torch._grouped_mm(a, b, offs)
-        ref = reference_grouped_mm(a, b, offs)
-        assert_matches_reference(self, out, ref, 2, 3, offs,
-                                 tolerance(dtype, self.device_type))
-        self.assertFalse(overlap_ops.route_torch_grouped_mm(False))
-
     @onlyCPU
     def test_bad_offsets_name_the_group(self, device):
         a = torch.randn(10, 8)
@@ -330,7 +282,7 @@ class _ContractTests:
         for values, message in cases.items():
             offs = torch.tensor(values, dtype=torch.int32)
             with self.assertRaises(RuntimeError) as ctx:
-                _grouped_mm(a, b, offs)
+                self.grouped_mm_op(a, b, offs)
             self.assertIn(message, str(ctx.exception))
 
     @onlyCPU
@@ -341,7 +293,7 @@ class _ContractTests:
 
         def message(*args):
             with self.assertRaises(RuntimeError) as ctx:
-                _grouped_mm(*args)
+                self.grouped_mm_op(*args)
             return str(ctx.exception).split("\n")[0]
 
         self.assertExpectedInline(
@@ -392,47 +344,6 @@ class _ContractTests:
                     torch.randn(3, 4)),
             """grouped_mm: bias is not supported for the 3d x 2d layout, where each group owns different output columns; add it to the output instead""")
 
-    @needs_extension
-    @onlyCPU
-    def test_checked_offsets_switch(self, device):
-        with overlap_ops.checked_offsets(True):
-            self.assertTrue(_testing.checked_offsets())
-            with overlap_ops.checked_offsets(False):
-                self.assertFalse(_testing.checked_offsets())
-            self.assertTrue(_testing.checked_offsets())
-
-    @needs_extension
-    @onlyCPU
-    def test_checked_offsets_environment(self, device):
-        # The switch falls back to TORCH_GROUPED_MM_CHECK_OFFSETS, read at every
-        # call, and the context manager hands it back on exit (it used to
-        # leave the value it found pinned, so the variable was never read
-        # again). A value it does not know raises instead of turning on.
-        read = _testing.checked_offsets
-        saved = os.environ.get("TORCH_GROUPED_MM_CHECK_OFFSETS")
-        try:
-            with overlap_ops.checked_offsets(True):
-                self.assertTrue(read())
-            for value, want in (("1", True), ("on", True), ("yes", True),
-                                ("0", False), ("off", False), ("", False)):
-                os.environ["TORCH_GROUPED_MM_CHECK_OFFSETS"] = value
-                self.assertEqual(read(), want, value)
-                with overlap_ops.checked_offsets(not want):
-                    self.assertEqual(read(), not want, value)
-                self.assertEqual(read(), want, value)
-            os.environ["TORCH_GROUPED_MM_CHECK_OFFSETS"] = "auto"
-            with self.assertRaisesRegex(
-                    RuntimeError, "TORCH_GROUPED_MM_CHECK_OFFSETS must be 1, on"):
-                read()
-            overlap_ops.set_checked_offsets(False)  # overrides the variable
-            self.assertFalse(read())
-        finally:
-            overlap_ops.set_checked_offsets(None)
-            if saved is None:
-                os.environ.pop("TORCH_GROUPED_MM_CHECK_OFFSETS", None)
-            else:
-                os.environ["TORCH_GROUPED_MM_CHECK_OFFSETS"] = saved
-
     @onlyCPU
     def test_backend_override_ignored_on_cpu(self, device):
         # The override picks among CUDA kernels; CPU calls never read it.
@@ -442,13 +353,19 @@ class _ContractTests:
             self._run_and_check(a, b, make_offsets([5, 7], device))
 
 
-def make_contract_tests() -> type:
-    """A fresh device-generic TestGroupedMM class holding the contract
-    tests, ready for instantiate_device_type_tests."""
-    members = {name: value for name, value in vars(_ContractTests).items()
-               if not name.startswith("__")}
+def make_contract_tests(name: str = "TestGroupedMM", op=None,
+                        only: tuple[str, ...] = ()) -> type:
+    """A fresh device-generic class holding the contract tests, ready for
+    instantiate_device_type_tests. op: the op they call, of _grouped_mm's
+    schema (an OpOverloadPacket; default aten::_grouped_mm); only: the test
+    names to keep (default: all)."""
+    members = {key: value for key, value in vars(_ContractTests).items()
+               if not key.startswith("__")
+               and (not only or not key.startswith("test_") or key in only)}
     members["__doc__"] = _ContractTests.__doc__
-    return type("TestGroupedMM", (GroupedMMTestCase,), members)
+    if op is not None:
+        members["grouped_mm_op"] = staticmethod(op)
+    return type(name, (GroupedMMTestCase,), members)
 
 
 TestGroupedMM = make_contract_tests()

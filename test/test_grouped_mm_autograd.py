@@ -6,15 +6,15 @@ reference (gradcheck on the CPU), with expanded upstream gradients such as
 the one out.sum().backward() produces; opcheck (fake tensor, autograd
 registration); torch.compile(fullgraph=True) forward and backward; and a
 whole MoE forward + backward step, eager and, on CUDA, without host syncs
-and captured in one CUDA graph replayed with new routing. Same mode
-detection as test_grouped_mm.py (extension or patched wheel).
+and captured in one CUDA graph replayed with new routing. On CUDA, the bias
+gradient's column sums (_grouped_mm_bias_column_sums) and the cast of an
+out_dtype=float32 gradient (_grouped_mm_grad_to).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import unittest
 
 import torch
 import torch.nn.functional as F
@@ -35,28 +35,20 @@ from launched_kernels import (  # noqa: E402
 )
 from test_grouped_mm import (  # noqa: E402
     _grouped_mm,
-    _OP,
     _poison_allocator,
     _randn,
     GroupedMMTestCase,
-    HAS_EXTENSION,
-    needs_extension,
-    overlap_ops,
-    testing_ops,
 )
 
-# The bias gradient's column sums: the extension's private op, or the
-# native function of a patched wheel (patch 0005).
-_COLUMN_SUMS = (
-    torch.ops.overlap_ops._group_column_sums if HAS_EXTENSION
-    else getattr(torch.ops.aten, "_grouped_mm_bias_column_sums", None))
-# The backward's cast of an out_dtype=float32 gradient, likewise (the
-# extension's op, or patch 0005's native function).
-_GRAD_TO = (
-    torch.ops.overlap_ops._grouped_mm_grad_to if HAS_EXTENSION
-    else getattr(torch.ops.aten, "_grouped_mm_grad_to", None))
-needs_grad_to = unittest.skipIf(
-    _GRAD_TO is None, "torch has no _grouped_mm_grad_to (stock wheel)")
+
+def _column_sums(grad, offs, dtype):
+    """The bias gradient's per-group column sums (CUDA)."""
+    return torch.ops.aten._grouped_mm_bias_column_sums(grad, offs, dtype)
+
+
+def _grad_to(grad, dtype):
+    """The backward's cast of an out_dtype=float32 gradient (CUDA)."""
+    return torch.ops.aten._grouped_mm_grad_to(grad, dtype)
 
 
 # Group sizes of _leaf_operands: an empty group, and 2 rows past offs[-1]
@@ -82,30 +74,20 @@ def _leaf_operands(layout, device, dtype):
     return a, b, None if layout == "3d_3d" else offs
 
 
-class TestGroupedMMAutograd(GroupedMMTestCase):
-    # Which entry point the tests call: the op itself, or, with routing on,
-    # torch._grouped_mm ("aten") or F.grouped_mm ("functional"). The routed
-    # copies of this class (below) must train exactly as the op does.
+class _AutogradTests:
+    """The autograd tests, device-generic. A plain class: entry_copy()
+    turns a copy into a TestCase for instantiate_device_type_tests, which
+    consumes the test methods of the class it instantiates."""
+
+    # Which entry point the tests call: the op (grouped_mm_op) or
+    # F.grouped_mm ("functional"), which must train exactly as the op does.
     ENTRY = "op"
 
-    def setUp(self):
-        # Not super(): the routed copies' methods are this class's functions.
-        GroupedMMTestCase.setUp(self)
-        if self.ENTRY == "op":
-            return
-        if not HAS_EXTENSION:
-            self.skipTest("routing is the extension's (extension mode only)")
-        previous = overlap_ops.route_torch_grouped_mm(True)
-        self.addCleanup(overlap_ops.route_torch_grouped_mm, previous)
-
     def _mm(self, a, b, offs=None, bias=None, out_dtype=None):
-        if self.ENTRY == "aten":
-            return torch._grouped_mm(a, b, offs=offs, bias=bias,
-                                     out_dtype=out_dtype)
         if self.ENTRY == "functional":
             return F.grouped_mm(a, b, offs=offs, bias=bias,
                                 out_dtype=out_dtype)
-        return _grouped_mm(a, b, offs, bias, out_dtype)
+        return self.grouped_mm_op(a, b, offs, bias, out_dtype)
 
     def _check_rounded_grad_backward(self, a, b, offs, grad_out):
         """a.grad and b.grad (those that require grad; the others stay None),
@@ -145,7 +127,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
              torch.randn(3, 16, device=device, dtype=dtype), torch.float32),
         ]
         for a, b, o, bias, out_dtype in cases:
-            torch.library.opcheck(_OP.default,
+            torch.library.opcheck(self.grouped_mm_op.default,
                                   (a, b, o, bias, out_dtype))
 
     @dtypes(torch.float32)
@@ -484,7 +466,6 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
                 self.assertEqual(b.grad.stride(), b.stride())
 
     @onlyCUDA
-    @needs_grad_to
     @dtypes(torch.bfloat16)
     def test_compile_float32_out_dtype_backward(self, device, dtype):
         # A compiled backward of an out_dtype=float32 call keeps the
@@ -510,31 +491,6 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         self.assertIn("_grouped_mm_grad_to", backend.bw_graphs[0].code)
         for got, want in zip(traced, eager):
             self.assertEqual(got.grad, want.grad)
-
-    @needs_extension
-    @onlyCPU
-    @parametrize("dtype_name", ["float16", "float32", "bfloat16"])
-    def test_compile_routed_torch_grouped_mm(self, device, dtype_name):
-        # Stock's meta kernel rejects fp16/fp32 and unaligned strides; with
-        # routing on, torch._grouped_mm traces in every dtype.
-        dtype = getattr(torch, dtype_name)
-
-        def step(x, w, offs):
-            return torch._grouped_mm(x, w, offs)
-
-        offs = make_offsets([3, 0, 6], device)
-        x = torch.randn(9, 8, dtype=dtype, requires_grad=True)
-        w = torch.randn(3, 8, 6, dtype=dtype, requires_grad=True)
-        with overlap_ops.routed_torch_grouped_mm():
-            out = torch.compile(step, fullgraph=True, backend="aot_eager")(
-                x, w, offs)
-            out.float().sum().backward()
-            self.assertEqual(out, step(x.detach(), w.detach(), offs))
-        self.assertEqual(x.grad.shape, x.shape)
-        self.assertEqual(w.grad.shape, w.shape)
-        stock_meta = torch.ops.aten._grouped_mm.default.py_kernels.get(
-            torch._C.DispatchKey.Meta)
-        self.assertIsNot(stock_meta, overlap_ops._fake._grouped_mm_fake)
 
     @dtypes(torch.bfloat16, torch.float32)
     def test_moe_step_matches_reference(self, device, dtype):
@@ -585,7 +541,6 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         static.check(self, out, grads)
 
     @onlyCUDA
-    @needs_grad_to
     @dtypes(torch.bfloat16, torch.float16)
     @parametrize("layout", ["2d_3d", "2d_2d"])
     def test_float32_out_dtype_backward_within_carveout(self, device, dtype,
@@ -624,7 +579,6 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         self._check_rounded_grad_backward(a, b, offs, grad_out)
 
     @onlyCUDA
-    @needs_grad_to
     @dtypes(torch.bfloat16, torch.float16)
     def test_grad_to_matches_torch_cast(self, device, dtype):
         # The backward's cast: bit-equal to .to() (round to nearest even)
@@ -633,7 +587,7 @@ class TestGroupedMMAutograd(GroupedMMTestCase):
         # vectors; single elements when misaligned; a tail past the last
         # vector), the others the tile kernel (strided, transposed,
         # expanded).
-        op = _GRAD_TO
+        op = _grad_to
         base = _randn(70, 130, device=device, dtype=torch.float32) * 3e4
         odd = _randn(37, 59, device=device, dtype=torch.float32)
         misaligned = base.flatten()[1:1 + 69 * 131].view(69, 131)
@@ -807,17 +761,14 @@ def _unaligned_copy(grad):
     return view
 
 
-@unittest.skipIf(_COLUMN_SUMS is None,
-                 "torch has no _grouped_mm_bias_column_sums (stock wheel)")
 class TestGroupColumnSums(GroupedMMTestCase):
     """The bias gradient's CUDA kernel (GroupColumnSums.cu) through
-    overlap_ops::_group_column_sums (aten::_grouped_mm_bias_column_sums in
-    a patched wheel), and the backward that uses it."""
+    _grouped_mm_bias_column_sums, and the backward that uses it."""
 
     def _sums(self, grad, offs, dtype):
         groups = offs.numel() if offs is not None else grad.shape[0]
         _poison_allocator((groups, grad.shape[-1]), grad.device, dtype)
-        return _COLUMN_SUMS(grad, offs, dtype)
+        return _column_sums(grad, offs, dtype)
 
     def _check(self, grad, offs, dtype=None):
         dtype = dtype or (torch.float64 if grad.dtype == torch.float64
@@ -853,33 +804,6 @@ class TestGroupColumnSums(GroupedMMTestCase):
         self._check(grad, offs)
         self._check(grad, offs, dtype)  # the result in grad's dtype
 
-    @needs_extension
-    @onlyCPU
-    def test_vector_loads_rule(self, device):
-        # GroupColumnSumsLoads.h: 16-byte loads per lane only where every
-        # vector is aligned and inside a row; the kernel falls back to
-        # single-element loads otherwise.
-        rule = testing_ops().column_sums_vector_loads
-
-        def vector(element_size=2, address=4096, n=14336, row_stride=14336,
-                   col_stride=1, group_stride=0):
-            return rule(element_size, address, n, row_stride, col_stride,
-                        group_stride)
-        self.assertTrue(vector())  # contiguous bf16 (sum M, N)
-        self.assertTrue(vector(element_size=4, n=300, row_stride=300))
-        self.assertTrue(vector(element_size=8, n=2, row_stride=2))
-        self.assertTrue(vector(row_stride=0))  # expanded rows
-        self.assertTrue(vector(n=8, row_stride=24, group_stride=240))
-        self.assertFalse(vector(n=300, row_stride=300))  # 300 % 8 bf16
-        self.assertFalse(vector(row_stride=14337))
-        self.assertFalse(vector(group_stride=20))
-        self.assertFalse(vector(address=4096 + 8))
-        self.assertFalse(vector(col_stride=2))
-        self.assertFalse(vector(n=0, row_stride=0))
-        self.assertFalse(vector(element_size=3))
-        with self.assertRaisesRegex(RuntimeError, "must be >= 0"):
-            vector(row_stride=-8)
-
     def _loads_of_call(self, fn):
         """The ColumnLoads template argument (0 scalar, 1 vector) of the
         column-sums kernel fn launches, from the profiler's kernel name."""
@@ -909,17 +833,17 @@ class TestGroupColumnSums(GroupedMMTestCase):
         for grad, want_loads in cases:
             got = self._check(grad, offs)
             self.assertEqual(self._loads_of_call(
-                lambda: _COLUMN_SUMS(grad, offs, got.dtype)), want_loads)
+                lambda: _column_sums(grad, offs, got.dtype)), want_loads)
             unaligned = _unaligned_copy(grad)
             scalar = self._sums(unaligned, offs, got.dtype)
             self.assertEqual(self._loads_of_call(
-                lambda: _COLUMN_SUMS(unaligned, offs, got.dtype)), 0)
+                lambda: _column_sums(unaligned, offs, got.dtype)), 0)
             self.assertEqual(got, scalar, atol=0, rtol=0)
         # Batched (G, M, N) with aligned group and row strides.
         batched = _randn(3, 50, 264, device=device, dtype=dtype)
         self._check(batched, None)
         self.assertEqual(self._loads_of_call(
-            lambda: _COLUMN_SUMS(batched, None, got.dtype)), 1)
+            lambda: _column_sums(batched, None, got.dtype)), 1)
 
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float32)
@@ -973,19 +897,18 @@ class TestGroupColumnSums(GroupedMMTestCase):
                             dtype=torch.int32)
         self._check(grad, offs)
 
-    @needs_extension
     @onlyCUDA
     @dtypes(torch.bfloat16, torch.float32)
     def test_opcheck(self, device, dtype):
-        # The fake kernel (_fake.py) against the CUDA one: shapes, dtypes,
-        # strides, and the schema (no aliasing, no mutation).
+        # The meta kernel against the CUDA one: shapes, dtypes, strides, and
+        # the schema (no aliasing, no mutation).
         offs = make_offsets([5, 0, 11], device)
         grad = _randn(20, 24, device=device, dtype=dtype)
         batched = _randn(3, 7, 24, device=device, dtype=dtype)
         for args in ((grad, offs, torch.float32), (grad, offs, dtype),
                      (batched, None, torch.float32)):
             torch.library.opcheck(
-                torch.ops.overlap_ops._group_column_sums.default, args)
+                torch.ops.aten._grouped_mm_bias_column_sums.default, args)
 
     @onlyCUDA
     @dtypes(torch.bfloat16)
@@ -995,7 +918,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            _COLUMN_SUMS(grad, offs, torch.float32)
+            _column_sums(grad, offs, torch.float32)
         finally:
             torch.cuda.set_sync_debug_mode(0)
 
@@ -1003,7 +926,7 @@ class TestGroupColumnSums(GroupedMMTestCase):
     def test_rejects_bad_input(self, device):
         grad = _randn(8, 4, device=device, dtype=torch.float32)
         offs = make_offsets([8], device)
-        op = _COLUMN_SUMS
+        op = _column_sums
         with self.assertRaisesRegex(RuntimeError, "dtype must be"):
             op(grad, offs, torch.float16)
         with self.assertRaisesRegex(RuntimeError, "grad must be 3-D"):
@@ -1058,25 +981,30 @@ class TestGroupColumnSums(GroupedMMTestCase):
                          atol=tol * want.abs().max().item())
 
 
-# Tests of the op itself, not of an entry point: not repeated routed.
-_OP_ONLY = {"test_opcheck", "test_compile_routed_torch_grouped_mm"}
+# Tests of the op itself, not of an entry point: not repeated through
+# F.grouped_mm.
+_OP_ONLY = {"test_opcheck"}
 
 
-def _routed_copy(name, entry):
-    """TestGroupedMMAutograd's tests through another entry point, routed
-    (instantiate_device_type_tests reads only a class's own members, so the
-    tests are copied rather than inherited)."""
-    members = {key: value for key, value in vars(TestGroupedMMAutograd).items()
-               if not key.startswith("__") and key not in _OP_ONLY}
-    return type(name, (GroupedMMTestCase,), dict(members, ENTRY=entry))
+def entry_copy(name: str, entry: str = "op", op=None) -> type:
+    """A fresh device-generic class holding the autograd tests through an
+    entry point (ENTRY) and an op of _grouped_mm's schema (op, an
+    OpOverloadPacket; default aten::_grouped_mm), ready for
+    instantiate_device_type_tests."""
+    members = {key: value for key, value in vars(_AutogradTests).items()
+               if not key.startswith("__")
+               and (entry == "op" or key not in _OP_ONLY)}
+    members["__doc__"] = _AutogradTests.__doc__
+    members["ENTRY"] = entry
+    if op is not None:
+        members["grouped_mm_op"] = staticmethod(op)
+    return type(name, (GroupedMMTestCase,), members)
 
 
-TestGroupedMMAutogradRoutedAten = _routed_copy(
-    "TestGroupedMMAutogradRoutedAten", "aten")
-TestGroupedMMAutogradRoutedFunctional = _routed_copy(
-    "TestGroupedMMAutogradRoutedFunctional", "functional")
-for _cls in (TestGroupedMMAutograd, TestGroupedMMAutogradRoutedAten,
-             TestGroupedMMAutogradRoutedFunctional):
+TestGroupedMMAutograd = entry_copy("TestGroupedMMAutograd")
+TestGroupedMMAutogradFunctional = entry_copy(
+    "TestGroupedMMAutogradFunctional", "functional")
+for _cls in (TestGroupedMMAutograd, TestGroupedMMAutogradFunctional):
     instantiate_device_type_tests(_cls, globals(), only_for=("cpu", "cuda"))
 instantiate_device_type_tests(TestGroupColumnSums, globals(),
                               only_for=("cpu", "cuda"))

@@ -5,10 +5,9 @@ The contract tests of test_grouped_mm.py, instantiated for CUDA, plus what
 only a GPU shows: no host synchronisation in any dtype or layout
 (set_sync_debug_mode("error")), CUDA graph replay after the offsets are
 overwritten in place, the launched grid under the SM carveout, bad offsets
-that never fault, and checked mode. Same mode detection as
-test_grouped_mm.py (extension or patched wheel). Nothing here runs without
-a GPU. The Hopper kernels' own tests (their tile and route rules, forced
-plans) are in test_grouped_mm_sm90.py.
+that never fault, and checked mode (TORCH_GROUPED_MM_CHECK_OFFSETS=1).
+Nothing here runs without a GPU. The Hopper kernels' own tests (their
+forced plans) are in test_grouped_mm_sm90.py.
 
 The kernel family is chosen per call, and TORCH_GROUPED_MM_BACKEND
 (auto | sm90 | sm80 | generic) is read at every call, so the whole CUDA suite
@@ -61,10 +60,10 @@ from test_grouped_mm import (  # noqa: E402
     DTYPES,
     GroupedMMTestCase,
     make_contract_tests,
-    needs_extension,
-    overlap_ops,
-    testing_ops,
 )
+
+_CHECK_OFFSETS_ENV = "TORCH_GROUPED_MM_CHECK_OFFSETS"
+
 
 def _clamped_spans(values: list[int], extent: int) -> list[tuple[int, int]]:
     """[start, end) of every group as the kernels clamp bad offsets."""
@@ -107,9 +106,9 @@ _FILL_KERNEL = {"sm80": "Sm80ArgumentWriter", "sm90": "Sm90ArgumentWriter"}
 
 def _tf32_mn_b_direct(rows: int, groups: int, a_row_major: bool) -> bool:
     """Whether a TF32 call grouped along rows with row-major weights (rows
-    of a in groups groups) runs the Hopper kernel that reads them directly
-    (for a row-major a, where GroupedMMTf32Route.h says it wins)."""
-    return testing_ops().tf32_mn_b_direct_wins(rows, groups, a_row_major)
+    of a in groups groups) runs the Hopper kernel that reads them directly:
+    for every row-major a (tf32_mn_b_direct_wins, GroupedMMTf32Route.h)."""
+    return a_row_major and groups > 0 and rows >= 0
 
 
 def _expected_family(device, dtype, hopper_tf32="sm80",
@@ -156,6 +155,20 @@ def _allow_tf32(allowed):
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+@contextlib.contextmanager
+def _checked_offsets(value):
+    """Sets TORCH_GROUPED_MM_CHECK_OFFSETS (read at every call)."""
+    previous = os.environ.get(_CHECK_OFFSETS_ENV)
+    os.environ[_CHECK_OFFSETS_ENV] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_CHECK_OFFSETS_ENV]
+        else:
+            os.environ[_CHECK_OFFSETS_ENV] = previous
 
 
 # The contract tests (layouts, dtypes, bias, out_dtype, zeroed tail, empty
@@ -357,16 +370,21 @@ class TestGroupedMMDeviceOffsets(GroupedMMTestCase):
             self.assertTrue(any(matches),
                             f"{values}: row {r} matches no writer")
 
-    @needs_extension
     @dtypes(torch.bfloat16)
     def test_checked_mode_names_the_group(self, device, dtype):
+        # TORCH_GROUPED_MM_CHECK_OFFSETS is read at every call: checked mode
+        # synchronises and names the first bad group.
         a = _randn(64, 32, device=device, dtype=dtype)
         b = _randn(4, 32, 16, device=device, dtype=dtype)
         offs = torch.tensor([10, 30, 20, 64], device=device, dtype=torch.int32)
-        with overlap_ops.checked_offsets():
+        with _checked_offsets("1"):
             with self.assertRaisesRegex(
                     RuntimeError, r"offs\[2\] = 20 is less than offs\[1\] = 30"):
                 _grouped_mm(a, b, offs)
+        with _checked_offsets("0"):
+            out = _grouped_mm(a, b, offs)  # clamped, no error
+            torch.cuda.synchronize()
+        self.assertEqual(out.shape, (64, 16))
 
     def test_bad_backend_override_raises(self, device):
         a = _randn(12, 8, device=device, dtype=torch.bfloat16)

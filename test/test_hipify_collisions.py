@@ -22,6 +22,15 @@ class TestHipifyCollisions(TestCase):
         self.assertIn("aten/src/ATen/cuda/CUDABlas.cpp", files)  # an edit
         self.assertEqual(hipify_collisions.collisions(files), [])
 
+    def test_cpp_tests_are_hipified_too(self):
+        files = {"aten/src/ATen/test/cuda_cu_mask_test.cpp",
+                 "aten/src/ATen/test/hip/hip_cu_mask_test.cpp"}
+        self.assertEqual(
+            hipify_collisions.collisions(files),
+            ["aten/src/ATen/test/cuda_cu_mask_test.cpp -> "
+             "aten/src/ATen/test/hip/hip_cu_mask_test.cpp, which the series "
+             "writes by hand"])
+
     def test_a_cuda_file_over_a_rocm_file_is_caught(self):
         files = {"aten/src/ATen/cuda/CarveoutStreamCUDA.cpp",
                  "aten/src/ATen/hip/CarveoutStreamHIP.cpp"}

@@ -114,8 +114,8 @@ class TestPatchTools(TestCase):
         mapping = self.root / patch_series.MAPPING
         text = mapping.read_text()
         mapping.write_text(text.replace(
-            "python test/test_cu_mask.py (CPU)",
-            "python test/test_cu_mask.py (CPU, with overlap_ops)", 1))
+            "cuda_cu_mask_test (C++, no GPU needed;",
+            "cuda_cu_mask_test (C++, with overlap_ops, no GPU needed;", 1))
         header = self.root / "aten/src/ATen/native/GroupedMM.h"
         header.write_text(header.read_text()
                           + "// measured: results/grouped_mm/x.md\n")
@@ -213,6 +213,47 @@ class TestPatchTools(TestCase):
         with self.assertRaisesRegex(patch_series.HunkMismatch, "@@ -3,6 "):
             patch_series.apply_hunks(old.replace("line 3\n", "line three\n"),
                                      diff)
+
+    def _map_cpp_test(self, name: str) -> None:
+        """Adds aten/src/ATen/test/NAME to patch 2's tests."""
+        (self.root / "aten/src/ATen/test" / name).write_text("// test\n")
+        mapping = self.root / patch_series.MAPPING
+        old = 'tests = ["aten/src/ATen/test/cuda_cu_mask_test.cpp"]'
+        self.assertIn(old, mapping.read_text())
+        mapping.write_text(mapping.read_text().replace(old, (
+            'tests = ["aten/src/ATen/test/cuda_cu_mask_test.cpp", '
+            f'"aten/src/ATen/test/{name}"]')))
+
+    def test_cpp_tests_belong_to_one_patch(self) -> None:
+        extra = self.root / "aten/src/ATen/test/cuda_extra_test.cpp"
+        extra.write_text("// test\n")
+        problems = patch_series.build_series(self.root).problems
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("cuda_extra_test.cpp is in no patch", problems[0])
+        self._map_cpp_test("cuda_extra_test.cpp")
+        self.assertEqual(patch_series.build_series(self.root).problems, [])
+        mapping = self.root / patch_series.MAPPING
+        mapping.write_text(mapping.read_text().replace(
+            '"aten/src/ATen/cuda/CUMask*",',
+            '"aten/src/ATen/cuda/CUMask*", "aten/src/ATen/test/cuda_ex*",'))
+        problems = patch_series.build_series(self.root).problems
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("keep it in `tests` only", problems[0])
+
+    def test_cpp_test_needs_its_cmake_line(self) -> None:
+        series = patch_series.build_series(self.root)
+        report = check_patches.Report()
+        check_patches._check_placement(self.root, series, report)
+        self.assertEqual(report.failures, [])
+        self._map_cpp_test("cuda_extra_test.cpp")
+        series = patch_series.build_series(self.root)
+        self.assertIn("aten/src/ATen/test/cuda_extra_test.cpp",
+                      [d.path for d in series.patches[1].new_files])
+        report = check_patches.Report()
+        check_patches._check_placement(self.root, series, report)
+        self.assertEqual(len(report.failures), 1, report.failures)
+        self.assertIn("cuda_extra_test.cpp: aten/src/ATen/test/CMakeLists.txt "
+                      "does not list it", report.failures[0])
 
     def test_stale_patch_file_fails(self) -> None:
         (self.root / "patches/0009-old.patch").write_text("old\n")

@@ -85,7 +85,7 @@ for stage in "$@"; do
         TORCH_GROUPED_MM_BACKEND=$backend timeout 150 \
           compute-sanitizer --tool memcheck --report-api-errors no \
           --error-exitcode 3 python3 -m pytest -q -rs \
-          ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py test/test_grouped_mm_sm90.py} \
+          ${SANITIZE_FILES:-test/test_grouped_mm_cuda.py test/test_grouped_mm_sm90.py test/test_extension_grouped_mm_cuda.py} \
           -k "CUDA and ${SANITIZE_K:-not nothing}" > "$log" 2>&1
         echo "memcheck $backend rc=$?"
         grep -E "passed|failed|ERROR SUMMARY" "$log" | tail -3
@@ -98,7 +98,8 @@ for stage in "$@"; do
       ;;
     carveout)
       mkdir -p "$WORK/carveout"
-      python3 -m pytest -q -rs test/test_sm_carveout.py 2>&1 \
+      python3 -m pytest -q -rs test/test_sm_carveout.py \
+        test/test_extension_carveout.py 2>&1 \
         | tee "$WORK/carveout/test.log" | tail -10
       timeout 180 python3 tools/bench/bench_carveout.py \
         --out "$WORK/carveout" 2>&1 | tail -20

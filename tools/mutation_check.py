@@ -2,7 +2,9 @@
 """Proves that the CPU suite catches small real bugs: applies each mutant
 (one small edit of the sources), rebuilds the CPU extension in place where
 the edit is in C++, runs the tests that should catch it, and reports which
-mutants survived.
+mutants survived. Where the patch series tests the edited code with C++
+tests (aten/src/ATen/test/, run by tools/checks/run_cpp_tests.sh), those
+must fail too.
 
     python3 tools/mutation_check.py            # every mutant
     python3 tools/mutation_check.py --ci       # the subset CI runs
@@ -38,6 +40,8 @@ class Mutant:
     new: str
     tests: tuple[str, ...]  # pytest arguments that must fail
     ci: bool = True
+    # C++ tests of the series (run_cpp_tests.sh names) that must fail too.
+    cpp_tests: tuple[str, ...] = ()
 
     @property
     def needs_build(self) -> bool:
@@ -49,8 +53,11 @@ _VALIDATION = "aten/src/ATen/native/GroupedMMValidation.cpp"
 _T_GROUPED = "test/test_grouped_mm.py"
 _T_VALIDATION = "test/test_grouped_mm_validation.py"
 _T_AUTOGRAD = "test/test_grouped_mm_autograd.py"
-_T_CU_MASK = "test/test_cu_mask.py"
-_T_CARVEOUT = "test/test_sm_carveout.py"
+_T_CU_MASK = "test/test_extension_cu_mask.py"
+_T_CARVEOUT = "test/test_extension_carveout.py"
+_CPP_CARVEOUT = "cuda_sm_carveout_test"
+_CPP_CU_MASK = "cuda_cu_mask_test"
+_CPP_STREAM_CACHE = "cuda_carveout_stream_cache_test"
 
 MUTANTS: tuple[Mutant, ...] = (
     # Validation: the host checks that keep the kernels in bounds.
@@ -107,15 +114,22 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("carveout-upper-bound", "aten/src/ATen/cuda/SMCarveout.cpp",
            "      carveout >= 0 && carveout < total_sms,",
            "      carveout >= 0 && carveout <= total_sms,",
-           (_T_CARVEOUT,)),
+           (_T_CARVEOUT,), cpp_tests=(_CPP_CARVEOUT,)),
     Mutant("cu-mask-tail-word", "aten/src/ATen/cuda/CUMask.cpp",
            "    mask[full_words] = (uint32_t{1} << tail_bits) - 1u;",
            "    mask[full_words] = (uint32_t{1} << tail_bits);",
-           (_T_CU_MASK,)),
+           (_T_CU_MASK,), cpp_tests=(_CPP_CU_MASK,)),
     Mutant("cu-mask-xcc-rounds", "aten/src/ATen/cuda/CUMask.cpp",
            "  const int64_t rounds_free = (carveout + num_xcc - 1) / num_xcc;",
            "  const int64_t rounds_free = carveout / num_xcc;",
-           (_T_CU_MASK,), ci=False),
+           (_T_CU_MASK,), ci=False, cpp_tests=(_CPP_CU_MASK,)),
+    # The restricted-stream cache: a stream shared by two caller streams
+    # orders each one after the other's work.
+    Mutant("stream-cache-shared-by-callers",
+           "aten/src/ATen/cuda/CarveoutStreamCache.cpp",
+           "      caller == other.caller;", "      true;",
+           (_T_CARVEOUT, "-k", "cache or caller"), ci=False,
+           cpp_tests=(_CPP_STREAM_CACHE,)),
     # The CPU reference kernel.
     Mutant("cpu-bias-2d2d", "aten/src/ATen/native/GroupedMM.cpp",
            "        add_bias_if_any(group_out, bias_row(bias, g, acc_dtype));",
@@ -157,13 +171,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "b.transpose(-2, -1) if trans_b else b",
            "b if trans_b else b",
            ("test/test_gmm.py",)),
-    # Routing: the routed call must train with the op's formulas.
+    # Routing: the routed call (torch._grouped_mm, which the series' tests
+    # call in extension mode) must train with the op's formulas.
     Mutant("routing-no-autograd", "torch_ext/csrc/Register.cpp",
            '  libs.push_back(AtenOverride::aten_impl('
            'c10::DispatchKey::Autograd));\n'
            '  libs.back()->impl("_grouped_mm", '
            'TORCH_FN(aten_grouped_mm_autograd));\n',
-           "", (_T_AUTOGRAD, "-k", "Routed and backward"),
+           "", (_T_AUTOGRAD, "-k", "backward"),
            ci=False),
     # The dispatch rule between upstream's kernel and ours.
     Mutant("dispatch-rule-bias", "aten/src/ATen/native/GroupedMMDispatchRule.h",
@@ -206,6 +221,15 @@ def _tests_fail(mutant: Mutant) -> bool:
                + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p",
            "no:cacheprovider", *mutant.tests]
+    code = _run(cmd, env)
+    if code == 5:  # pytest: no test collected, which proves nothing
+        raise RuntimeError(f"{mutant.name}: {mutant.tests} select no test")
+    return code != 0
+
+
+def _cpp_tests_fail(mutant: Mutant) -> bool:
+    env = dict(os.environ, PYTHON=sys.executable)
+    cmd = [str(REPO / "tools/checks/run_cpp_tests.sh"), *mutant.cpp_tests]
     return _run(cmd, env) != 0
 
 
@@ -238,6 +262,9 @@ def run(mutants: list[Mutant]) -> list[tuple[Mutant, str, float]]:
                     verdict = "killed (does not build)"
             if verdict == "killed" and not _tests_fail(mutant):
                 verdict = "SURVIVED"
+            if (verdict == "killed" and mutant.cpp_tests
+                    and not _cpp_tests_fail(mutant)):
+                verdict = "SURVIVED (C++ tests)"
         finally:
             (REPO / mutant.path).write_text(original)
         seconds = time.monotonic() - start
@@ -254,7 +281,7 @@ def _table(results: list[tuple[Mutant, str, float]]) -> str:
     for mutant, verdict, seconds in results:
         lines.append(f"| {mutant.name} | {mutant.path} | {verdict} | "
                      f"{seconds:.0f} |")
-    killed = sum(v != "SURVIVED" for _, v, _ in results)
+    killed = sum(not v.startswith("SURVIVED") for _, v, _ in results)
     lines.append("")
     lines.append(f"killed {killed} of {len(results)} mutants")
     return "\n".join(lines)
@@ -292,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     results = run(chosen)
     print(_table(results))
-    return 0 if all(v != "SURVIVED" for _, v, _ in results) else 1
+    return 0 if all(not v.startswith("SURVIVED") for _, v, _ in results) else 1
 
 
 if __name__ == "__main__":

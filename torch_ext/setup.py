@@ -119,16 +119,24 @@ def _needs_toolkit(path: str) -> bool:
             or path.endswith("HIP.cpp"))
 
 
+def _aten_sources(suffix: str) -> list[str]:
+    # aten/src/ATen/test/ holds the series' C++ tests, each a gtest program
+    # (tools/checks/run_cpp_tests.sh), not library code.
+    found = glob.glob(str(ATEN / "ATen" / "**" / f"*{suffix}"), recursive=True)
+    tests = str(ATEN / "ATen" / "test") + os.sep
+    return [p for p in found if not p.startswith(tests)]
+
+
 def _cpu_sources() -> list[str]:
-    found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
+    found = _aten_sources(".cpp")
     shim = glob.glob(str(ROOT / "csrc" / "*.cpp"))
     return _rel([p for p in found if not _needs_toolkit(p)] + shim)
 
 
 def _cuda_sources() -> list[str]:
-    found = glob.glob(str(ATEN / "ATen" / "**" / "*.cpp"), recursive=True)
+    found = _aten_sources(".cpp")
     found = [p for p in found if _needs_toolkit(p) and not p.endswith("HIP.cpp")]
-    found += glob.glob(str(ATEN / "ATen" / "**" / "*.cu"), recursive=True)
+    found += _aten_sources(".cu")
     # Compile checks (tools/checks/check_cuda_compile.sh) build a subset.
     only = os.environ.get("OVERLAP_OPS_CUDA_SOURCES")
     if only:

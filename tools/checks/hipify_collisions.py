@@ -3,9 +3,9 @@
 
     python3 tools/checks/hipify_collisions.py
 
-tools/amd_build/build_amd.py hipifies the CUDA folders of ATen into their
-HIP names (cuda/FooCUDA.cpp -> hip/FooHIP.cpp) and writes over whatever is
-there. A hand-written ROCm file that a CUDA file maps onto is lost in a
+tools/amd_build/build_amd.py hipifies the CUDA folders of ATen and its
+C++ tests into their HIP names (cuda/FooCUDA.cpp -> hip/FooHIP.cpp) and
+writes over whatever is there. A hand-written ROCm file that a CUDA file maps onto is lost in a
 ROCm build. This runs torch's own mapping (torch.utils.hipify) over every
 file under aten/ and every upstream file the series edits. Run by CI.
 """
@@ -20,8 +20,9 @@ from pathlib import Path
 from torch.utils.hipify.hipify_python import get_hip_file_path
 
 REPO = Path(__file__).resolve().parents[2]
-# The folders build_amd.py hipifies (ATen's CUDA code).
-_HIPIFIED = re.compile(r"^aten/src/ATen/(?:.*/)?cuda/")
+# The folders build_amd.py hipifies (ATen's CUDA code and its C++ tests:
+# test/cuda_x_test.cpp -> test/hip/hip_x_test.cpp).
+_HIPIFIED = re.compile(r"^aten/src/ATen/(?:(?:.*/)?cuda/|test/)")
 
 
 def series_files(repo: Path = REPO) -> set[str]:

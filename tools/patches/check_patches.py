@@ -13,9 +13,10 @@ Fails (exit 1) when:
     TESTS_STILL_NAMING_THE_EXTENSION are only reported, for now);
   * patches/*.patch or patches/series differ from what tools/patches/sync_patches.py
     generates from aten/, test/ and patches/edits/;
-  * a new aten/ file sits where upstream's CMake globs do not look, or a
-    portable native/*.cpp includes CUDA/HIP headers (upstream compiles
-    native/*.cpp into the CPU library);
+  * a new aten/ file sits where upstream's CMake globs do not look, a C++
+    test under aten/src/ATen/test/ is not listed by the series' hunk of
+    that folder's CMakeLists.txt, or a portable native/*.cpp includes
+    CUDA/HIP headers (upstream compiles native/*.cpp into the CPU library);
   * a hunk against a file the torch wheel ships (torch/include headers,
     torchgen/packaged yaml, torch/*.py) does not apply to the installed
     torch (applied in a temporary copy, never in site-packages), or a new
@@ -81,15 +82,13 @@ _GLOBBED_DIRS = {
 # on a patched torch alone. Their hits are notes, not failures; remove each
 # path once it is clean (a listed path without hits fails, so the set only
 # shrinks), and the check is strict for every file.
-TESTS_STILL_NAMING_THE_EXTENSION = frozenset({
-    "test/test_sm_carveout.py",
-    "test/test_cu_mask.py",
-    "test/test_grouped_mm.py",
-    "test/test_grouped_mm_cuda.py",
-    "test/test_grouped_mm_autograd.py",
-})
+TESTS_STILL_NAMING_THE_EXTENSION: frozenset[str] = frozenset()
 _MAX_LISTED_HITS = 3
 
+_ATEN_TEST_CMAKE = "aten/src/ATen/test/CMakeLists.txt"
+# A file name an added line of that CMakeLists.txt lists.
+_CMAKE_LISTED = re.compile(r"^\+\s*\$\{CMAKE_CURRENT_SOURCE_DIR\}/(\S+?)\)?$",
+                           re.M)
 _DEVICE_INCLUDE = re.compile(
     r'^\s*#\s*include\s*[<"](cuda|cublas|cusparse|hip|rocblas|hipblas|'
     r'ATen/cuda/|ATen/hip/|ATen/native/cuda/|c10/cuda/|c10/hip/|cutlass/|cute/)',
@@ -181,14 +180,28 @@ def _check_placement(root: Path, series: Series, report: Report) -> None:
     errors = []
     cmake_edited = any(d.path == "aten/src/ATen/CMakeLists.txt"
                        for p in series.patches for d in p.edits)
+    # ATen's C++ tests are built from the names its test CMakeLists.txt
+    # lists: a patch's test must be listed by it or an earlier patch.
+    listed: set[str] = set()
     count = 0
     for patch in series.patches:
+        for diff in patch.edits:
+            if diff.path == _ATEN_TEST_CMAKE:
+                listed.update(_CMAKE_LISTED.findall(diff.text))
         for diff in patch.new_files:
             if not diff.path.startswith("aten/src/ATen/"):
                 continue
             count += 1
             rel = diff.path[len("aten/src/ATen/"):]
             folder, _, name = rel.rpartition("/")
+            if folder == "test":
+                if name not in listed:
+                    errors.append(
+                        f"{diff.path}: {_ATEN_TEST_CMAKE} does not list it; "
+                        f"add a hunk to {patch.spec.edits or 'its edits'} "
+                        "that appends it to ATen_CUDA_TEST_SRCS (or "
+                        "ATen_CPU_TEST_SRCS)")
+                continue
             suffixes = _GLOBBED_DIRS.get(folder)
             if not cmake_edited and (suffixes is None
                                      or not name.endswith(suffixes)):

@@ -2,7 +2,8 @@
 
 The series has one source of truth per kind of content:
 
-* new upstream files come from ``aten/`` (and ``test/`` for tests), copied
+* new upstream files come from ``aten/`` (and ``test/`` for Python tests;
+  C++ tests live at their upstream place, ``aten/src/ATen/test/``), copied
   byte for byte into ``new file`` diffs, never edited by hand;
 * the few hunks against files upstream already has (dispatch entries,
   derivatives, meta registrations) live in ``patches/edits/NNNN-slug.diff``;
@@ -66,7 +67,9 @@ class PatchSpec:
     motivation: str
     test_plan: str
     sources: tuple[str, ...]  # fnmatch patterns, relative to the repo root
-    tests: tuple[tuple[str, str], ...]  # (path here, path upstream)
+    # (path here, path upstream): Python tests under test/, C++ tests under
+    # aten/ (which then belong to no `sources` pattern).
+    tests: tuple[tuple[str, str], ...]
     edits: Optional[str]  # path relative to patches/
     requires: tuple[str, ...]  # repo paths that must exist to emit the patch
     results: tuple[str, ...]  # glob patterns under results/
@@ -359,6 +362,26 @@ def _match_sources(files: list[str], specs: list[PatchSpec]
     return owned, problems
 
 
+def _aten_tests(specs: list[PatchSpec]) -> tuple[set[str], list[str]]:
+    """The C++ tests the patches carry under aten/, and the problems: a
+    test in two patches, or one that a `sources` pattern also takes."""
+    problems = []
+    seen: dict[str, str] = {}
+    for spec in specs:
+        for src, _ in spec.tests:
+            if not src.startswith(SOURCE_ROOT):
+                continue
+            if src in seen:
+                problems.append(f"{src} is a test of {seen[src]} and of "
+                                f"{spec.filename}: keep it in one")
+            seen[src] = spec.filename
+            if any(fnmatch.fnmatchcase(src, pat)
+                   for s in specs for pat in s.sources):
+                problems.append(f"{src} is a test and matches `sources` in "
+                                f"{MAPPING}: keep it in `tests` only")
+    return set(seen), problems
+
+
 def _new_file_diffs(root: Path, pairs: list[tuple[str, str]]) -> list[FileDiff]:
     diffs = []
     for src, dst in pairs:
@@ -415,7 +438,11 @@ def build_series(root: Path = REPO) -> Series:
     """Reads the mapping and the sources; returns the series in memory."""
     upstream = load_upstream(root)
     meta, specs = load_specs(root)
-    owned, problems = _match_sources(_tracked_files(root, SOURCE_ROOT), specs)
+    aten_tests, problems = _aten_tests(specs)
+    owned, more = _match_sources(
+        [p for p in _tracked_files(root, SOURCE_ROOT) if p not in aten_tests],
+        specs)
+    problems.extend(more)
     notes = []
     mapped_tests = {src for s in specs for src, _ in s.tests}
     mapped_tests.update(meta.get("not_upstream", []))

@@ -1,13 +1,17 @@
 # Owner(s): ["module: rocm"]
-"""CPU tests of the ROCm SM carveout host logic.
+"""CPU tests of the ROCm SM carveout host logic, through the overlap_ops
+extension's test-only module (overlap_ops._testing). Not part of the patch
+series, whose C++ test aten/src/ATen/test/cuda_cu_mask_test.cpp checks the
+same mask builder (tools/checks/run_cpp_tests.sh runs it on the CPU).
 
 Covers ``aten/src/ATen/cuda/CUMask.cpp`` (the CU mask builder) exhaustively
 over every carveout k of several AMD parts, checked against a small simulator
 of how the driver maps mask bits to XCCs, in CUs and in the SMs that users'
 k counts (WGPs on gfx10+ in WGP mode), plus regression tests showing that
 upstream's ``_getCarveoutStream`` formula breaks the contract. Also drives
-``CarveoutStreamCache`` with a counting test double (streams created once per
-(device, k), events reused, ordering, graph capture, no leaks).
+``CarveoutStreamCache`` with the extension's counting test double (streams
+created once per (device, k), events reused, ordering, graph capture, no
+leaks) with streams restricted by the CU mask.
 
 No GPU is needed. What still needs an MI300 is listed in the README
 ("ROCm carveout").
@@ -15,6 +19,8 @@ No GPU is needed. What still needs an MI300 is listed in the README
 
 from __future__ import annotations
 
+import os
+import sys
 import unittest
 from typing import NamedTuple
 
@@ -25,21 +31,18 @@ from torch.testing._internal.common_utils import (
     TestCase,
 )
 
-try:
-    import overlap_ops
-except ModuleNotFoundError as error:  # a patched PyTorch wheel
-    if error.name != "overlap_ops":
-        raise  # installed but broken: never mistake it for wheel mode
-    overlap_ops = None
-    _testing = None
-else:  # with the extension, its test-only ops must load
-    from overlap_ops import _testing
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extension_mode import HAS_EXTENSION  # noqa: E402
 
-# The builder and the stream-cache double are C++ without a Python binding in
-# torch; the extension's test-only module (overlap_ops._testing) exposes
-# them. In wheel mode these tests skip (README, ROCm carveout).
+if HAS_EXTENSION:  # with the extension, its test-only ops must load
+    from overlap_ops import _testing
+else:
+    _testing = None
+
+# The builder and the stream-cache double are C++ without a Python binding
+# in torch; the extension's test-only module exposes them.
 needs_extension = unittest.skipIf(
-    overlap_ops is None,
+    not HAS_EXTENSION,
     "reaches the C++ mask builder through overlap_ops._testing "
     "(extension mode only)")
 
