@@ -10,7 +10,9 @@ times, side by side in one run on one GPU:
   under ``torch.compile(mode="max-autotune-no-cudagraphs")``;
 - optionally (``--loop``) one cuBLAS ``torch.mm`` per group, the sizes
   read on the host before timing (``LoopColumn``), and (``--per-group``)
-  ours launched once per group the same way (``PerGroupColumn``);
+  ours launched once per group the same way (``PerGroupColumn``), and
+  (``--routed``) ``torch._grouped_mm`` with the extension's routing on,
+  as users call it (the dispatch rule may hand a call to stock's kernel);
 
 and the floor of DESIGN.md: max(FLOPs / measured dense bf16 mm peak,
 bytes / measured device-to-device copy bandwidth). Each column is checked
@@ -198,6 +200,11 @@ def _parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="add a column 'pergroup': ours launched once "
                         "per group (sizes read on the host before timing; "
                         "fwd and dgrad only)")
+    parser.add_argument("--routed", action="store_true",
+                        help="add a column 'routed': torch._grouped_mm with "
+                        "overlap_ops routing on (switched around each "
+                        "timing round, not per call), what user code that "
+                        "calls torch._grouped_mm gets")
     parser.add_argument("--inputs-as", choices=tuple(cases.DTYPES),
                         default=None,
                         help="draw inputs as values of this dtype, then "
@@ -671,15 +678,32 @@ class PerGroupColumn(LoopColumn):
         return torch.cat(outs + [tail])
 
 
+class RoutedColumn:
+    """``torch._grouped_mm`` with routing on (``_column_env`` switches it
+    around the column's check and timing rounds)."""
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor,
+                 offs: torch.Tensor) -> torch.Tensor:
+        return torch._grouped_mm(a, b, offs=offs)
+
+
 @contextlib.contextmanager
 def _column_env(fn: Any) -> Iterator[None]:
-    """Sets an EnvColumn's variables for the block, then restores them."""
+    """Sets an EnvColumn's variables for the block, or a RoutedColumn's
+    routing, then restores them."""
     env = fn.env if isinstance(fn, EnvColumn) else {}
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
+    routed = None
+    if isinstance(fn, RoutedColumn):
+        import overlap_ops
+        routed = overlap_ops.route_torch_grouped_mm(True)
     try:
         yield
     finally:
+        if routed is not None:
+            import overlap_ops
+            overlap_ops.route_torch_grouped_mm(routed)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -689,7 +713,8 @@ def _column_env(fn: Any) -> Iterator[None]:
 
 def _callables(inductor: bool,
                variants: Sequence[tuple[str, dict[str, str]]] = (),
-               loop: bool = False, per_group: bool = False
+               loop: bool = False, per_group: bool = False,
+               routed: bool = False
                ) -> dict[str, Callable[..., torch.Tensor]]:
     """Column name -> function(a, b, offs), fresh for one row. With the
     A/A variant (--aa), stock is timed twice too (stock@again), so a
@@ -708,6 +733,8 @@ def _callables(inductor: bool,
         fns["loop"] = LoopColumn()
     if per_group:
         fns["pergroup"] = PerGroupColumn()
+    if routed:
+        fns["routed"] = RoutedColumn()
     if inductor:
         fns["inductor"] = _inductor_fn()
     return fns
@@ -1074,7 +1101,7 @@ def _bench(args: argparse.Namespace) -> int:
                       f"{spec.label} {spec.pass_name} ...")
         rows = _run_rows_together(
             batch, [_callables(args.inductor, args.variant, args.loop,
-                               args.per_group) for _ in batch],
+                               args.per_group, args.routed) for _ in batch],
             results, timer,
             [args.seed + done + j for j in range(1, len(batch) + 1)])
         done += len(batch)

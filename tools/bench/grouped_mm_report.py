@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-COLUMNS = ("ours", "stock", "loop", "pergroup", "inductor")
+COLUMNS = ("ours", "stock", "routed", "loop", "pergroup", "inductor")
 # Ratio name -> (numerator column, denominator column or "floor").
 RATIOS: dict[str, tuple[str, str]] = {
     "ours/floor": ("ours", "floor"),
@@ -24,6 +24,7 @@ RATIOS: dict[str, tuple[str, str]] = {
     "pergroup/floor": ("pergroup", "floor"),
     "inductor/floor": ("inductor", "floor"),
     "ours/stock": ("ours", "stock"),
+    "routed/stock": ("routed", "stock"),
     "ours/loop": ("ours", "loop"),
     "pergroup/loop": ("pergroup", "loop"),
 }
