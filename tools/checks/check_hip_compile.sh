@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Compile-checks the ROCm host code of the SM carveout with Debian's hipcc
 # (HIP 5.2, clang 15): aten/src/ATen/hip/*.cpp, CUMask.cpp and
-# CarveoutStreamCache.cpp. Objects go to a temporary directory; nothing is
-# linked or run, so no AMD GPU is needed.
+# CarveoutStreamCache.cpp, then what a ROCm build makes of the series' CUDA
+# folders. Objects go to a temporary directory; nothing is linked or run,
+# so no AMD GPU is needed.
 #
 #   tools/checks/check_hip_compile.sh            # needs hipcc on PATH
 #   INSTALL=1 tools/checks/check_hip_compile.sh  # apt-get installs hipcc first
 #
-# Two passes: (1) the real headers only, so the hipBLASLt/rocBLAS branches
+# Three passes: (1) the real headers only, so the hipBLASLt/rocBLAS branches
 # are compiled out as on a machine without those libraries; (2) with the
 # stand-in headers in tools/checks/hip_stubs, so the version-guarded branches
-# compile too.
+# compile too; (3) tools/checks/hipify_compile.py: the series' files under
+# ATen/cuda and ATen/native/cuda hipified as PyTorch's ROCm build does, each
+# unit compiled or, CUDA-only (CUTLASS), empty under USE_ROCM.
 #
 # Why host-only (--cuda-host-only) and C++20: these files have no kernels,
 # PyTorch compiles them as host code, and torch >= 2.14 headers are used
@@ -81,4 +84,8 @@ echo "==> pass 2: with tools/checks/hip_stubs (guarded branches compiled)"
 compile_all stubs -I tools/checks/hip_stubs
 expect_macro AT_ROCM_HIPBLASLT_HAS_SM_COUNT_TARGET 1 -I tools/checks/hip_stubs
 expect_macro AT_ROCM_HAS_ROCBLAS 1 -I tools/checks/hip_stubs
+echo "==> pass 3: hipified as the ROCm build does (tools/checks/hipify_compile.py)"
+t0=$SECONDS
+"$PYTHON" tools/checks/hipify_compile.py
+echo "    pass 3 took $((SECONDS - t0)) s"
 echo "==> HIP compile check passed in $((SECONDS - start)) s"

@@ -1,15 +1,19 @@
 // CUDA part of the SM-carveout policy; see SMCarveoutCUDA.h. Host code only,
 // compiled by the C++ compiler, so its errors unwind through ordinary frames.
 
-// The ROCm build hipifies ATen/cuda/*.cpp; this file is cuBLAS-only, and the
-// ROCm side of the carveout lives in ATen/hip/ (CU-masked streams).
-#if !defined(USE_ROCM)
+// The ROCm build hipifies ATen/cuda/*.cpp: there only the grid limit of
+// persistent kernels is built (the grouped-mm backward's kernels, which
+// ROCm builds too, size their grids with it); the rest is cuBLAS-only, and
+// the ROCm side of the GEMM carveout lives in ATen/hip/ (CU-masked streams).
 
 #include <ATen/cuda/SMCarveoutCUDA.h>
 
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/GreenContextStreamCUDA.h>
 #include <c10/util/Exception.h>
+
+#if !defined(USE_ROCM)
+#include <ATen/cuda/GreenContextStreamCUDA.h>
+#endif
 
 namespace at::cuda {
 namespace {
@@ -23,6 +27,8 @@ int64_t current_device_sm_count() {
 int64_t current_device_sm_limit() {
   return effective_sm_count(current_device_sm_count());
 }
+
+#if !defined(USE_ROCM)
 
 int32_t current_device_sm_count_target(int64_t carveout) {
   if (carveout == 0) {
@@ -86,6 +92,6 @@ void set_cublaslt_sm_count_target(
       ") failed: ", cublasLtGetStatusString(status));
 }
 
-}  // namespace at::cuda
-
 #endif  // !defined(USE_ROCM)
+
+}  // namespace at::cuda

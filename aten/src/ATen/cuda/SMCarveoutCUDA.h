@@ -15,16 +15,23 @@
 
 #include <ATen/cuda/SMCarveout.h>
 
+#include <cstdint>
+
+// The ROCm build hipifies this header: there only the grid limit is
+// declared (for the grouped-mm backward's kernels, built for ROCm too); the
+// cuBLAS parts below are CUDA-only, as SMCarveoutCUDA.cpp defines them.
+#if !defined(USE_ROCM)
 #include <cublasLt.h>
 #include <cublas_v2.h>
-
-#include <cstdint>
+#endif
 
 namespace at::cuda {
 
 // SMs a persistent kernel may use on the current device (its SM count minus
 // the context's carveout). Raises when the carveout is out of range.
 int64_t current_device_sm_limit();
+
+#if !defined(USE_ROCM)
 
 // The SM count target for `carveout` on the current device (SMs - k), read
 // once by the caller so that one call site sees one k even if another
@@ -61,5 +68,7 @@ class CublasSmCountTargetGuard {
 void set_cublaslt_sm_count_target(
     cublasLtMatmulDesc_t desc,
     int32_t sm_count_target = current_stream_sm_count_target());
+
+#endif  // !defined(USE_ROCM)
 
 }  // namespace at::cuda

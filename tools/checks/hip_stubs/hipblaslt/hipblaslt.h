@@ -1,8 +1,9 @@
 // Compile-check stand-in; see tools/checks/hip_stubs/README.md.
 #pragma once
+#include <hipblas/hipblas.h>  // hipblasStatus_t
+
 #include <cstddef>
 
-typedef enum { HIPBLAS_STATUS_SUCCESS = 0 } hipblasStatus_t;
 typedef struct hipblasLtMatmulDescStub* hipblasLtMatmulDesc_t;
 typedef struct hipblasLtHandleStub* hipblasLtHandle_t;
 typedef enum {

@@ -4,6 +4,8 @@
 // so a backward overlapped with a collective leaves it its SMs. The sums
 // are exact float32 (float64 for float64) whatever TF32 allows, and each
 // element is added in a fixed order: the result is deterministic.
+// Plain CUDA, no CUTLASS: the op's CUDA dispatch key serves ROCm too, so the
+// ROCm build compiles the hipified copy of this file as well.
 
 #include <ATen/native/GroupedMMBackward.h>
 #include <ATen/native/cuda/GroupColumnSums.h>

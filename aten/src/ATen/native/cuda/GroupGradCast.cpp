@@ -1,5 +1,6 @@
 // The gradient cast of _grouped_mm's backward: host checks, then the
-// relayout kernels' bounded copy.
+// relayout kernels' bounded copy. Built for ROCm too (hipified), as the op's
+// CUDA dispatch key serves ROCm as well.
 
 #include <ATen/native/cuda/GroupGradCast.h>
 

@@ -2,6 +2,11 @@
 // at every call, so a test or benchmark can switch paths within one
 // process.
 
+// CUDA only: ROCm keeps upstream's _grouped_mm (GroupedBlas.cpp calls the
+// device-offset path under !USE_ROCM), so the ROCm build's hipified copy of
+// this file is empty.
+#if !defined(USE_ROCM)
+
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
 #include <c10/util/Exception.h>
@@ -45,3 +50,5 @@ Backend requested_backend() {
 }
 
 }  // namespace at::native::grouped_mm
+
+#endif  // !defined(USE_ROCM)

@@ -5,6 +5,11 @@
 // from host metadata only (dtypes, shapes, strides, GPU), never from the
 // offsets' values, so nothing here synchronises with the device.
 
+// CUDA only: ROCm keeps upstream's _grouped_mm (GroupedBlas.cpp calls the
+// device-offset path under !USE_ROCM), so the ROCm build's hipified copy of
+// this file is empty.
+#if !defined(USE_ROCM)
+
 #include <ATen/native/cuda/GroupedMMCUDA.h>
 
 #include <ATen/Functions.h>
@@ -250,3 +255,5 @@ Tensor grouped_mm_cuda(
 }
 
 }  // namespace at::native
+
+#endif  // !defined(USE_ROCM)

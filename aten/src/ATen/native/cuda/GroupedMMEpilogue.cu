@@ -3,6 +3,11 @@
 // bias (bias alone for k = 0 groups).
 // Each grid stays within the SM-carveout limit, like the GEMMs.
 
+// CUDA only: ROCm keeps upstream's _grouped_mm (GroupedBlas.cpp calls the
+// device-offset path under !USE_ROCM), so the ROCm build's hipified copy of
+// this file is empty.
+#if !defined(USE_ROCM)
+
 #include <ATen/native/cuda/GroupedMMFillArguments.cuh>
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
@@ -83,3 +88,5 @@ void launch_finish_groups(const LaunchArgs& args) {
 }
 
 }  // namespace at::native::grouped_mm
+
+#endif  // !defined(USE_ROCM)

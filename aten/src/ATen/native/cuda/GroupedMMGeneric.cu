@@ -4,6 +4,11 @@
 // of at most sm_limit blocks walks every group's tiles, so it honours the SM
 // carveout and needs no host-side group sizes.
 
+// CUDA only: ROCm keeps upstream's _grouped_mm (GroupedBlas.cpp calls the
+// device-offset path under !USE_ROCM), so the ROCm build's hipified copy of
+// this file is empty.
+#if !defined(USE_ROCM)
+
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
 #include <ATen/Dispatch.h>
@@ -149,3 +154,5 @@ void launch_generic_grouped_mm(const LaunchArgs& args) {
 }
 
 }  // namespace at::native::grouped_mm
+
+#endif  // !defined(USE_ROCM)

@@ -1,5 +1,10 @@
 // Host code only: operand layout rules of the tensor-core grouped-mm paths.
 
+// CUDA only: ROCm keeps upstream's _grouped_mm (GroupedBlas.cpp calls the
+// device-offset path under !USE_ROCM), so the ROCm build's hipified copy of
+// this file is empty.
+#if !defined(USE_ROCM)
+
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
 
 #include <ATen/Functions.h>
@@ -150,3 +155,5 @@ bool fits_int32(const Geometry& geo) {
 }
 
 }  // namespace at::native::grouped_mm
+
+#endif  // !defined(USE_ROCM)

@@ -11,6 +11,8 @@
 // when the groups split K (copy_k_groups_padded) take a 4 x 4 register
 // transpose kernel in a weight gradient's layout, the same kernel
 // otherwise.
+// Plain CUDA, no CUTLASS: the ROCm build compiles its hipified copy too, for
+// the backward's kernels (GroupGradCast.cpp, GroupColumnSums.cu).
 
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <ATen/native/cuda/GroupedMMOperandLayout.h>
@@ -53,54 +55,6 @@ __host__ __device__ inline bool cols_fast(const OperandStrides& s) {
 struct SameIndex {
   static constexpr bool kMoves = false;
 };
-
-// A copy grouped along K (rows when along_rows, else columns) into one
-// with padded group starts: index k of group g lands where group_problem
-// tells the GEMM to read it, given geo (K-grouped, unit K stride,
-// k_group_pad set). The group is found by a binary search of offs; an
-// index in no group (at or past offs[-1], or in a gap bad offsets leave)
-// maps to -1 and is not written. Nothing reads the unwritten slots, except
-// a group that decreasing offsets make overlap another (in bounds; its
-// result is unspecified, as with any bad offsets).
-template <typename OffsT>
-struct PaddedKIndex {
-  static constexpr bool kMoves = true;
-  bool along_rows;
-  const OffsT* offs;
-  Geometry geo;
-  __device__ int64_t operator()(int64_t k) const {
-    int64_t lo = 0;
-    int64_t hi = geo.num_groups;
-    while (lo < hi) {  // the first group whose end is past k
-      const int64_t mid = (lo + hi) / 2;
-      if (clamp_offset(offs, mid, 0, geo.extent) > k) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    if (lo == geo.num_groups) {
-      return -1;
-    }
-    const Group p = group_problem(geo, offs, lo);
-    if (k < p.start || k >= p.start + p.k) {
-      return -1;
-    }
-    return p.a_offset + (k - p.start);
-  }
-};
-
-// The geometry PaddedKIndex maps through: only K's grouping and padding
-// matter, and K is the unit-stride dimension of the copy.
-Geometry padded_k_geometry(int64_t num_groups, int64_t extent, int64_t pad) {
-  Geometry geo{};
-  geo.num_groups = num_groups;
-  geo.grouped = GroupedDim::kReduction;
-  geo.extent = extent;
-  geo.a = {0, 0, 1};
-  geo.k_group_pad = pad;
-  return geo;
-}
 
 template <typename In, typename Out, typename DstIndex>
 __global__ void __launch_bounds__(kThreads, 2) relayout_kernel(
@@ -228,144 +182,10 @@ __global__ void __launch_bounds__(kThreads) flat_copy_kernel(
   }
 }
 
-// The padded copy for the layout a weight gradient's operands come in
-// (x^T and dy): K strided, the other index (x) contiguous. The tile
-// kernel (relayout_kernel) reads and writes one float per thread and
-// instruction, too slow for these copies, which are as large as the
-// GEMM's operands. This one has no shared memory and no barrier: each
-// thread moves a 4 x 4 block, four 16-byte loads from four consecutive
-// source K rows, a transpose in registers and four 16-byte stores along K.
-// A padded group starts at a multiple of 4 floats, so a quad of padded K
-// lies in one group or in a gap. A warp covers 8 K quads by 4 x quads: its
-// loads read 64-byte runs and its stores write 128-byte runs, whole
-// sectors on both sides. Both are streaming (evict-first): the copies are
-// far larger than L2.
-constexpr int kQuad = 4;
-constexpr int kWarpKQuads = 8;
-constexpr int kWarpXQuads = 32 / kWarpKQuads;
-constexpr int kGatherThreads = 512;
-constexpr int kGatherK = kQuad * kWarpKQuads;
-constexpr int kGatherX = kQuad * kWarpXQuads * (kGatherThreads / 32);
-
-struct GatherGeometry {
-  int64_t xs;            // the contiguous index's extent
-  int64_t src_k_stride;  // elements between consecutive K in src
-  int64_t dst_x_stride;  // elements between consecutive x in dst
-  int64_t width;         // dst's padded K extent, a multiple of 4
-};
-
-// Where padded index kd reads from: source K index k, and the indices its
-// group has left from there (run = 0: kd is in a gap).
-struct PaddedKSource {
-  int64_t k;
-  int64_t run;
-};
-
-// The last group starting at or before kd, if kd is inside it. Decreasing
-// offsets make the starts non-monotonic; the run found then still ends
-// inside [0, extent).
-template <typename OffsT>
-__device__ PaddedKSource padded_k_source(
-    const Geometry& geo, const OffsT* offs, int64_t kd) {
-  int64_t lo = 0;
-  int64_t hi = geo.num_groups;
-  while (lo < hi) {  // the first group starting past kd
-    const int64_t mid = (lo + hi) / 2;
-    if (group_problem(geo, offs, mid).a_offset <= kd) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  if (lo == 0) {
-    return {0, 0};
-  }
-  const Group p = group_problem(geo, offs, lo - 1);
-  const int64_t i = kd - p.a_offset;
-  return i < p.k ? PaddedKSource{p.start + i, p.k - i} : PaddedKSource{0, 0};
-}
-
-template <typename OffsT>
-__global__ void __launch_bounds__(kGatherThreads, 2) padded_k_gather_kernel(
-    GatherGeometry gg, const float* __restrict__ src, float* __restrict__ dst,
-    const OffsT* offs, Geometry geo) {
-  const int lane = threadIdx.x % 32;
-  const int kq = lane % kWarpKQuads;
-  const int xq = lane / kWarpKQuads + kWarpXQuads * (threadIdx.x / 32);
-  const int64_t tiles_x = (gg.xs + kGatherX - 1) / kGatherX;
-  const int64_t tiles = (gg.width + kGatherK - 1) / kGatherK * tiles_x;
-  int64_t searched_kd = -1;
-  PaddedKSource from{0, 0};
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t kd = t / tiles_x * kGatherK + kQuad * kq;
-    const int64_t x = t % tiles_x * kGatherX + kQuad * xq;
-    if (kd >= gg.width || x >= gg.xs) {
-      continue;
-    }
-    if (kd != searched_kd) {  // a block's next tile may share its K
-      searched_kd = kd;
-      from = padded_k_source(geo, offs, kd);
-    }
-    float4 v[kQuad];
-#pragma unroll
-    for (int i = 0; i < kQuad; ++i) {
-      v[i] = i < from.run
-          ? __ldcs(reinterpret_cast<const float4*>(
-                src + (from.k + i) * gg.src_k_stride + x))
-          : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    float* d = dst + x * gg.dst_x_stride + kd;
-    __stcs(reinterpret_cast<float4*>(d),
-           make_float4(v[0].x, v[1].x, v[2].x, v[3].x));
-    __stcs(reinterpret_cast<float4*>(d + gg.dst_x_stride),
-           make_float4(v[0].y, v[1].y, v[2].y, v[3].y));
-    __stcs(reinterpret_cast<float4*>(d + 2 * gg.dst_x_stride),
-           make_float4(v[0].z, v[1].z, v[2].z, v[3].z));
-    __stcs(reinterpret_cast<float4*>(d + 3 * gg.dst_x_stride),
-           make_float4(v[0].w, v[1].w, v[2].w, v[3].w));
-  }
-}
-
-// The gather kernel's layout: x unit-stride in src, K unit-stride in dst,
-// and every 4-float run 16-byte aligned on both sides (src's leading
-// dimension is its K stride, dst's its x stride).
-bool gather_layout(const Tensor& src, const Tensor& dst, bool k_along_rows,
-                   int64_t width) {
-  const int k_dim = k_along_rows ? 0 : 1;
-  const int x_dim = 1 - k_dim;
-  const Major src_major = k_along_rows ? Major::kRow : Major::kCol;
-  const Major dst_major = k_along_rows ? Major::kCol : Major::kRow;
-  return src.stride(x_dim) == 1 && src.size(x_dim) % 4 == 0 &&
-      dst.stride(k_dim) == 1 && width % 4 == 0 &&
-      aligned(src, operand_strides(src), src_major, 4) &&
-      aligned(dst, operand_strides(dst), dst_major, 4);
-}
-
 // A persistent grid: one CTA per tile, at most max_blocks.
 dim3 persistent_grid(int64_t tiles, int64_t max_blocks) {
   return dim3(static_cast<unsigned>(
       std::max<int64_t>(1, std::min(tiles, max_blocks))));
-}
-
-template <typename OffsT>
-void launch_padded_k_gather(
-    const Tensor& src, const Tensor& dst, bool k_along_rows, int64_t width,
-    int64_t max_blocks, const OffsT* offs, const Geometry& geo) {
-  const int k_dim = k_along_rows ? 0 : 1;
-  const int x_dim = 1 - k_dim;
-  GatherGeometry gg;
-  gg.xs = src.size(x_dim);
-  gg.src_k_stride = src.stride(k_dim);
-  gg.dst_x_stride = dst.stride(x_dim);
-  gg.width = width;
-  const int64_t tiles = (width + kGatherK - 1) / kGatherK *
-      ((gg.xs + kGatherX - 1) / kGatherX);
-  padded_k_gather_kernel<OffsT>
-      <<<persistent_grid(tiles, max_blocks), kGatherThreads, 0,
-         at::cuda::getCurrentCUDAStream()>>>(
-          gg, src.const_data_ptr<float>(), dst.mutable_data_ptr<float>(),
-          offs, geo);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // A 1-D tensor (offs) as one row.
@@ -484,6 +304,196 @@ void copy_within_sm_limit(
       });
 }
 
+// The padded-K copies feed only the Hopper TF32 kernels, which ROCm does
+// not build; copy_within_sm_limit above is built for ROCm too.
+#if !defined(USE_ROCM)
+
+namespace {
+
+// A copy grouped along K (rows when along_rows, else columns) into one
+// with padded group starts: index k of group g lands where group_problem
+// tells the GEMM to read it, given geo (K-grouped, unit K stride,
+// k_group_pad set). The group is found by a binary search of offs; an
+// index in no group (at or past offs[-1], or in a gap bad offsets leave)
+// maps to -1 and is not written. Nothing reads the unwritten slots, except
+// a group that decreasing offsets make overlap another (in bounds; its
+// result is unspecified, as with any bad offsets).
+template <typename OffsT>
+struct PaddedKIndex {
+  static constexpr bool kMoves = true;
+  bool along_rows;
+  const OffsT* offs;
+  Geometry geo;
+  __device__ int64_t operator()(int64_t k) const {
+    int64_t lo = 0;
+    int64_t hi = geo.num_groups;
+    while (lo < hi) {  // the first group whose end is past k
+      const int64_t mid = (lo + hi) / 2;
+      if (clamp_offset(offs, mid, 0, geo.extent) > k) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (lo == geo.num_groups) {
+      return -1;
+    }
+    const Group p = group_problem(geo, offs, lo);
+    if (k < p.start || k >= p.start + p.k) {
+      return -1;
+    }
+    return p.a_offset + (k - p.start);
+  }
+};
+
+// The geometry PaddedKIndex maps through: only K's grouping and padding
+// matter, and K is the unit-stride dimension of the copy.
+Geometry padded_k_geometry(int64_t num_groups, int64_t extent, int64_t pad) {
+  Geometry geo{};
+  geo.num_groups = num_groups;
+  geo.grouped = GroupedDim::kReduction;
+  geo.extent = extent;
+  geo.a = {0, 0, 1};
+  geo.k_group_pad = pad;
+  return geo;
+}
+
+// The padded copy for the layout a weight gradient's operands come in
+// (x^T and dy): K strided, the other index (x) contiguous. The tile
+// kernel (relayout_kernel) reads and writes one float per thread and
+// instruction, too slow for these copies, which are as large as the
+// GEMM's operands. This one has no shared memory and no barrier: each
+// thread moves a 4 x 4 block, four 16-byte loads from four consecutive
+// source K rows, a transpose in registers and four 16-byte stores along K.
+// A padded group starts at a multiple of 4 floats, so a quad of padded K
+// lies in one group or in a gap. A warp covers 8 K quads by 4 x quads: its
+// loads read 64-byte runs and its stores write 128-byte runs, whole
+// sectors on both sides. Both are streaming (evict-first): the copies are
+// far larger than L2.
+constexpr int kQuad = 4;
+constexpr int kWarpKQuads = 8;
+constexpr int kWarpXQuads = 32 / kWarpKQuads;
+constexpr int kGatherThreads = 512;
+constexpr int kGatherK = kQuad * kWarpKQuads;
+constexpr int kGatherX = kQuad * kWarpXQuads * (kGatherThreads / 32);
+
+struct GatherGeometry {
+  int64_t xs;            // the contiguous index's extent
+  int64_t src_k_stride;  // elements between consecutive K in src
+  int64_t dst_x_stride;  // elements between consecutive x in dst
+  int64_t width;         // dst's padded K extent, a multiple of 4
+};
+
+// Where padded index kd reads from: source K index k, and the indices its
+// group has left from there (run = 0: kd is in a gap).
+struct PaddedKSource {
+  int64_t k;
+  int64_t run;
+};
+
+// The last group starting at or before kd, if kd is inside it. Decreasing
+// offsets make the starts non-monotonic; the run found then still ends
+// inside [0, extent).
+template <typename OffsT>
+__device__ PaddedKSource padded_k_source(
+    const Geometry& geo, const OffsT* offs, int64_t kd) {
+  int64_t lo = 0;
+  int64_t hi = geo.num_groups;
+  while (lo < hi) {  // the first group starting past kd
+    const int64_t mid = (lo + hi) / 2;
+    if (group_problem(geo, offs, mid).a_offset <= kd) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) {
+    return {0, 0};
+  }
+  const Group p = group_problem(geo, offs, lo - 1);
+  const int64_t i = kd - p.a_offset;
+  return i < p.k ? PaddedKSource{p.start + i, p.k - i} : PaddedKSource{0, 0};
+}
+
+template <typename OffsT>
+__global__ void __launch_bounds__(kGatherThreads, 2) padded_k_gather_kernel(
+    GatherGeometry gg, const float* __restrict__ src, float* __restrict__ dst,
+    const OffsT* offs, Geometry geo) {
+  const int lane = threadIdx.x % 32;
+  const int kq = lane % kWarpKQuads;
+  const int xq = lane / kWarpKQuads + kWarpXQuads * (threadIdx.x / 32);
+  const int64_t tiles_x = (gg.xs + kGatherX - 1) / kGatherX;
+  const int64_t tiles = (gg.width + kGatherK - 1) / kGatherK * tiles_x;
+  int64_t searched_kd = -1;
+  PaddedKSource from{0, 0};
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t kd = t / tiles_x * kGatherK + kQuad * kq;
+    const int64_t x = t % tiles_x * kGatherX + kQuad * xq;
+    if (kd >= gg.width || x >= gg.xs) {
+      continue;
+    }
+    if (kd != searched_kd) {  // a block's next tile may share its K
+      searched_kd = kd;
+      from = padded_k_source(geo, offs, kd);
+    }
+    float4 v[kQuad];
+#pragma unroll
+    for (int i = 0; i < kQuad; ++i) {
+      v[i] = i < from.run
+          ? __ldcs(reinterpret_cast<const float4*>(
+                src + (from.k + i) * gg.src_k_stride + x))
+          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float* d = dst + x * gg.dst_x_stride + kd;
+    __stcs(reinterpret_cast<float4*>(d),
+           make_float4(v[0].x, v[1].x, v[2].x, v[3].x));
+    __stcs(reinterpret_cast<float4*>(d + gg.dst_x_stride),
+           make_float4(v[0].y, v[1].y, v[2].y, v[3].y));
+    __stcs(reinterpret_cast<float4*>(d + 2 * gg.dst_x_stride),
+           make_float4(v[0].z, v[1].z, v[2].z, v[3].z));
+    __stcs(reinterpret_cast<float4*>(d + 3 * gg.dst_x_stride),
+           make_float4(v[0].w, v[1].w, v[2].w, v[3].w));
+  }
+}
+
+// The gather kernel's layout: x unit-stride in src, K unit-stride in dst,
+// and every 4-float run 16-byte aligned on both sides (src's leading
+// dimension is its K stride, dst's its x stride).
+bool gather_layout(const Tensor& src, const Tensor& dst, bool k_along_rows,
+                   int64_t width) {
+  const int k_dim = k_along_rows ? 0 : 1;
+  const int x_dim = 1 - k_dim;
+  const Major src_major = k_along_rows ? Major::kRow : Major::kCol;
+  const Major dst_major = k_along_rows ? Major::kCol : Major::kRow;
+  return src.stride(x_dim) == 1 && src.size(x_dim) % 4 == 0 &&
+      dst.stride(k_dim) == 1 && width % 4 == 0 &&
+      aligned(src, operand_strides(src), src_major, 4) &&
+      aligned(dst, operand_strides(dst), dst_major, 4);
+}
+
+template <typename OffsT>
+void launch_padded_k_gather(
+    const Tensor& src, const Tensor& dst, bool k_along_rows, int64_t width,
+    int64_t max_blocks, const OffsT* offs, const Geometry& geo) {
+  const int k_dim = k_along_rows ? 0 : 1;
+  const int x_dim = 1 - k_dim;
+  GatherGeometry gg;
+  gg.xs = src.size(x_dim);
+  gg.src_k_stride = src.stride(k_dim);
+  gg.dst_x_stride = dst.stride(x_dim);
+  gg.width = width;
+  const int64_t tiles = (width + kGatherK - 1) / kGatherK *
+      ((gg.xs + kGatherX - 1) / kGatherX);
+  padded_k_gather_kernel<OffsT>
+      <<<persistent_grid(tiles, max_blocks), kGatherThreads, 0,
+         at::cuda::getCurrentCUDAStream()>>>(
+          gg, src.const_data_ptr<float>(), dst.mutable_data_ptr<float>(),
+          offs, geo);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
 void copy_k_groups_padded(
     const Tensor& src, const Tensor& dst, const Tensor& offs,
     int64_t num_groups, bool k_along_rows, int64_t pad, int64_t sm_limit) {
@@ -520,5 +530,7 @@ void copy_k_groups_padded(
     }
   });
 }
+
+#endif  // !defined(USE_ROCM)
 
 }  // namespace at::native::grouped_mm

@@ -6,6 +6,10 @@
 // read on the device and the host never learns them. fill_group_arguments
 // writes each group's size, pointers and leading dims from the offsets.
 // Included only by GroupedMMSm80_*.cu.
+// CUDA only: in the ROCm build, which hipifies them, they instantiate nothing.
+#if defined(USE_ROCM)
+#define GROUPED_MM_SM80_INSTANTIATE_MAJORS(In, Out)
+#else
 
 #include <ATen/native/cuda/GroupedMMCutlassTypes.cuh>
 #include <ATen/native/cuda/GroupedMMFillArguments.cuh>
@@ -233,3 +237,4 @@ const char* run_sm80(const LaunchArgs& args, const LeadingDims& ld,
   GROUPED_MM_SM80_INSTANTIATE(In, Out, false, true)
 
 }  // namespace at::native::grouped_mm::sm80
+#endif  // defined(USE_ROCM)

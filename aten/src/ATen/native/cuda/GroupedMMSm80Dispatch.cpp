@@ -6,6 +6,11 @@
 // be a multiple of the vector width as well. The widest width that every
 // operand allows is used; operands that allow none go to the generic kernel.
 
+// CUDA only: ROCm keeps upstream's _grouped_mm (GroupedBlas.cpp calls the
+// device-offset path under !USE_ROCM), so the ROCm build's hipified copy of
+// this file is empty.
+#if !defined(USE_ROCM)
+
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/GroupedMMDispatchRule.h>
@@ -174,3 +179,5 @@ bool try_launch_sm80_grouped_mm(LaunchArgs& args) {
 }
 
 }  // namespace at::native::grouped_mm
+
+#endif  // !defined(USE_ROCM)

@@ -5,6 +5,10 @@
 // per-group problem shapes, pointers and strides are written on the device by
 // fill_group_arguments from the offsets, so the host never learns the group
 // sizes. Included only by the GroupedMMSm90*.cu instantiation files.
+// CUDA only: in the ROCm build, which hipifies them, they instantiate nothing.
+#if defined(USE_ROCM)
+#define GROUPED_MM_SM90_INSTANTIATE(In, Out, ARow, BRow)
+#else
 
 #include <ATen/native/cuda/GroupedMMCutlassTypes.cuh>
 #include <ATen/native/cuda/GroupedMMFillArguments.cuh>
@@ -530,7 +534,6 @@ const char* launch_windowed(CheckedGemm<G>& checked, const LaunchArgs& args,
   return nullptr;
 }
 
-
 // Fills the per-group arguments from the offsets, then launches G. The
 // kernel is checked by can_implement before anything is launched, so a
 // refusal leaves the output untouched (an initialize or update failure,
@@ -693,3 +696,4 @@ const char* run_sm90(const LaunchArgs& args, const LeadingDims& ld,
       const LaunchArgs&, const LeadingDims&, TileChoice);
 
 }  // namespace at::native::grouped_mm::sm90
+#endif  // defined(USE_ROCM)

@@ -2,6 +2,7 @@
 // dtype, operand majors and alignment, and host-known sizes. Operands whose
 // layout the TMA kernels cannot read are re-laid out once (a copy, no sync).
 
+#if !defined(USE_ROCM)  // CUDA only, like GroupedMMSm90.cuh
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/cuda/GroupedMMKernels.h>
@@ -324,3 +325,4 @@ bool try_launch_sm90_grouped_mm(LaunchArgs& args) {
 }
 
 }  // namespace at::native::grouped_mm
+#endif  // !defined(USE_ROCM)

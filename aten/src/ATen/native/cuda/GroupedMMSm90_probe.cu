@@ -4,6 +4,7 @@
 // older target) CUTLASS compiles their kernels to stubs that print an error
 // and do no work, so the dispatch must not pick them there.
 
+#if !defined(USE_ROCM)  // CUDA only, like GroupedMMSm90.cuh
 #include <ATen/native/cuda/GroupedMMKernels.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -70,3 +71,4 @@ bool hopper_kernels_built() {
 }
 
 }  // namespace at::native::grouped_mm
+#endif  // !defined(USE_ROCM)

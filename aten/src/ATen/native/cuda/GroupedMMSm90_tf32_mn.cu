@@ -1,6 +1,7 @@
 // TF32 with N-major (row-major) weights read as they are: the swapped
 // problem of GroupedMMSm90Tf32MnB.cuh, its own file so it compiles in
 // parallel with the other instantiations.
+#if !defined(USE_ROCM)  // CUDA only, like GroupedMMSm90.cuh
 #include <ATen/native/cuda/GroupedMMSm90Tf32MnB.cuh>
 
 namespace at::native::grouped_mm::sm90 {
@@ -18,3 +19,4 @@ const char* run_sm90_tf32_mn_b(const LaunchArgs& args, const LeadingDims& ld,
 }
 
 }  // namespace at::native::grouped_mm::sm90
+#endif  // !defined(USE_ROCM)
