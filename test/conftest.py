@@ -22,11 +22,22 @@ def _extension_mode() -> None:
     extension_mode.activate()
 
 
+# A GPU machine whose extension lacks its CUDA kernels (nvcc missing at
+# build time) would skip every CUDA test and look green: that is an error
+# unless this variable says the skips are wanted.
+_ALLOW_CPU_ONLY_BUILD = "GROUPED_MM_TEST_ALLOW_CPU_ONLY_BUILD"
+
+
 def pytest_collection_modifyitems(config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     reason = extension_mode.cuda_tests_skip_reason()
     if reason is None:
         return
+    if os.environ.get(_ALLOW_CPU_ONLY_BUILD) != "1":
+        raise pytest.UsageError(
+            f"{reason}, but this machine has a GPU: rebuild it with nvcc "
+            f"(./build.sh), or set {_ALLOW_CPU_ONLY_BUILD}=1 to skip the "
+            "CUDA tests")
     skip = pytest.mark.skip(reason=reason)
     for item in items:
         if getattr(getattr(item, "cls", None), "device_type", None) == "cuda":

@@ -40,12 +40,10 @@ _FAMILIES = {
 
 
 def _takes(major, minor, dtype=torch.bfloat16, out_dtype=None, bias=False,
-           offs_int32=True, groups=8, aligned=True, cublaslt=False,
-           flops=1e12, bytes=1e9) -> bool:
-    """Defaults: an aligned bf16 call of MoE-training size."""
+           offs_int32=True, groups=8, aligned=True, cublaslt=False) -> bool:
     return torch.ops.overlap_ops_testing._grouped_mm_upstream_takes(
         major, minor, dtype, out_dtype or dtype, bias, offs_int32, groups,
-        aligned, cublaslt, flops, bytes)
+        aligned, cublaslt)
 
 
 def _sm80_by_default(major, tf32=False, hopper_built=True) -> bool:
@@ -63,7 +61,10 @@ class TestGroupedMMDispatchRule(TestCase):
     @parametrize("family", [(10, 0), (10, 3)])
     def test_what_upstream_cannot_take_stays_ours(self, family):
         self.assertTrue(_takes(*family, groups=1024))
+        self.assertTrue(_takes(*family, groups=1))
         self.assertFalse(_takes(*family, groups=1025))
+        # No group: upstream's CUTLASS scheduler reads problem 0 regardless.
+        self.assertFalse(_takes(*family, groups=0))
         self.assertFalse(_takes(*family, dtype=torch.float16))
         self.assertFalse(_takes(*family, dtype=torch.float32))
         self.assertFalse(_takes(*family, out_dtype=torch.float32))
@@ -92,24 +93,6 @@ class TestGroupedMMDispatchRule(TestCase):
         self.assertFalse(_takes(*family, **fp16, offs_int32=False))
         self.assertFalse(_takes(*family, **fp16, aligned=False))
         self.assertFalse(_takes(*family, dtype=torch.float32, cublaslt=True))
-
-    def test_small_sm90_calls_go_to_upstream(self):
-        # Launch-bound problems run upstream's one kernel where it is
-        # sync-free; anything it cannot take, or any larger problem, stays
-        # ours. small_8k_1k_e8 of bench/small_shapes.json: 17.2 GFLOP,
-        # 50 MB; qwen3_decode of the MoE suite: 6.4 GFLOP, 812 MB.
-        small = dict(flops=17.2e9, bytes=50e6)
-        self.assertTrue(_takes(9, 0, **small))
-        self.assertFalse(_takes(9, 0, flops=17.2e9, bytes=812e6))
-        self.assertFalse(_takes(9, 0, flops=40e9, bytes=50e6))
-        self.assertFalse(_takes(9, 0, **small, bias=True))
-        self.assertFalse(_takes(9, 0, **small, dtype=torch.float16))
-        self.assertFalse(_takes(9, 0, **small, out_dtype=torch.float32))
-        self.assertFalse(_takes(9, 0, **small, groups=1025))
-        self.assertFalse(_takes(9, 0, **small, aligned=False))
-        # SM80 and SM120: upstream syncs whatever the size.
-        for family in ((8, 0), (8, 9), (12, 0)):
-            self.assertFalse(_takes(*family, **small))
 
     def test_sm11x_bf16_stays_ours(self):
         # Upstream's CUTLASS kernel runs on SM90 and SM100 only, and its

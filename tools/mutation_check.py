@@ -196,12 +196,6 @@ MUTANTS: tuple[Mutant, ...] = (
            "return sm_major == 8 ||",
            ("test/test_grouped_mm_dispatch_rule.py",),
            ci=False),
-    Mutant("dispatch-rule-small-bytes",
-           "aten/src/ATen/native/GroupedMMDispatchRule.h",
-           "return f.flops < kSmallProblemFlops && f.bytes < kSmallProblemBytes;",
-           "return f.flops < kSmallProblemFlops;",
-           ("test/test_grouped_mm_dispatch_rule.py",),
-           ci=False),
 )
 
 

@@ -16,9 +16,7 @@ bool grouped_mm_upstream_takes(
     bool offs_int32,
     int64_t groups,
     bool aligned,
-    bool upstream_cublaslt,
-    double flops,
-    double bytes) {
+    bool upstream_cublaslt) {
   at::native::grouped_mm::CallFacts facts;
   facts.sm_major = static_cast<int>(sm_major);
   facts.sm_minor = static_cast<int>(sm_minor);
@@ -29,8 +27,6 @@ bool grouped_mm_upstream_takes(
   facts.groups = groups;
   facts.aligned = aligned;
   facts.upstream_cublaslt = upstream_cublaslt;
-  facts.flops = flops;
-  facts.bytes = bytes;
   return at::native::grouped_mm::upstream_takes(facts);
 }
 
@@ -46,8 +42,7 @@ TORCH_LIBRARY_FRAGMENT(overlap_ops_testing, m) {
   m.def("_grouped_mm_upstream_takes(int sm_major, int sm_minor, "
         "ScalarType input_dtype, ScalarType out_dtype, bool has_bias, "
         "bool offs_int32, int groups, bool aligned, "
-        "bool upstream_cublaslt=False, float flops=1e12, "
-        "float bytes=1e9) -> bool",
+        "bool upstream_cublaslt=False) -> bool",
         &grouped_mm_upstream_takes);
   m.def("_grouped_mm_sm80_by_default(int sm_major, bool tf32, "
         "bool hopper_kernels_built) -> bool",

@@ -33,23 +33,7 @@ struct CallFacts {
   bool aligned = true;
   // Torch was built with cuBLASLt's grouped GEMM (CUDA 13.3 or later).
   bool upstream_cublaslt = false;
-  // The call's work from its shapes: 2 x multiply-adds, and the bytes of
-  // both operands and the output.
-  double flops = 0;
-  double bytes = 0;
 };
-
-// Below both bounds a call is bound by launches and host work. On SM90,
-// ours (an argument-fill launch, then the GEMM) measured about 6% slower
-// than upstream's kernel on problems with a floor of at most 23 us (a few
-// thousand rows, K and N near 1000, under 10 groups), and faster on every
-// problem from a floor of 79 us up; the bounds sit between the two.
-constexpr double kSmallProblemFlops = 32e9;
-constexpr double kSmallProblemBytes = 96e6;
-
-inline bool is_small_problem(const CallFacts& f) {
-  return f.flops < kSmallProblemFlops && f.bytes < kSmallProblemBytes;
-}
 
 // This project's tensor-core kernels: the Hopper kernels on SM90 (the SM80
 // ones where the binary lacks the Hopper kernels' sm_90a code), the
@@ -85,7 +69,7 @@ inline bool upstream_runs_sync_free(const CallFacts& f) {
   };
   const bool cutlass = ((f.sm_major == 9 && f.sm_minor == 0) ||
                         f.sm_major == 10) &&
-      same_out(c10::ScalarType::BFloat16);
+      f.groups >= 1 && same_out(c10::ScalarType::BFloat16);
   const bool cublaslt = f.upstream_cublaslt && f.sm_major >= 9 &&
       f.sm_major <= 11 && f.groups >= 1 && same_out(c10::ScalarType::Half);
   return cutlass || cublaslt;
@@ -93,7 +77,7 @@ inline bool upstream_runs_sync_free(const CallFacts& f) {
 
 inline bool upstream_takes(const CallFacts& f) {
   return upstream_runs_sync_free(f) &&
-      (!has_tuned_kernels(f.sm_major, f.sm_minor) || is_small_problem(f));
+      !has_tuned_kernels(f.sm_major, f.sm_minor);
 }
 
 }  // namespace at::native::grouped_mm

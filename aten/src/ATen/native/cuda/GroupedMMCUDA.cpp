@@ -21,8 +21,6 @@
 #include <ATen/native/cuda/GroupedMMKernels.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include <algorithm>
-
 namespace at::native {
 namespace grouped_mm {
 namespace {
@@ -117,10 +115,14 @@ void check_offsets_if_requested(
   }
 }
 
-// 16-byte aligned data pointer and non-unit strides.
+// 16-byte aligned data pointer and non-unit strides, and a unit stride in
+// one of the last two dimensions, as upstream's stride check requires.
 bool aligned_16_bytes(const Tensor& t) {
   const int64_t size = t.element_size();
   if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 != 0) {
+    return false;
+  }
+  if (t.dim() >= 2 && t.stride(-1) != 1 && t.stride(-2) != 1) {
     return false;
   }
   for (int64_t d = 0; d < t.dim(); ++d) {
@@ -145,33 +147,6 @@ void warn_if_untuned_device(const Tensor& self) {
   }
 }
 
-// FLOPs and bytes from the shapes alone (any layout; sizes that do not
-// fit a layout fail validation later, whichever side takes the call).
-void set_work(const Tensor& self, const Tensor& mat2,
-              grouped_mm::CallFacts& facts) {
-  const double groups =
-      static_cast<double>(std::max<int64_t>(facts.groups, 1));
-  double macs = 0;
-  double out_numel = 0;
-  if (self.dim() == 2 && mat2.dim() == 3) {
-    out_numel = static_cast<double>(self.size(0)) * mat2.size(2);
-    macs = out_numel * self.size(1);
-  } else if (self.dim() == 3 && mat2.dim() == 2) {
-    out_numel = static_cast<double>(self.size(1)) * mat2.size(1);
-    macs = out_numel * self.size(2);
-  } else if (self.dim() == 2 && mat2.dim() == 2) {
-    out_numel = groups * self.size(0) * mat2.size(1);
-    macs = static_cast<double>(self.size(0)) * self.size(1) * mat2.size(1);
-  } else if (self.dim() == 3 && mat2.dim() == 3) {
-    out_numel = static_cast<double>(self.size(0)) * self.size(1) *
-        mat2.size(2);
-    macs = out_numel * self.size(2);
-  }
-  facts.flops = 2 * macs;
-  facts.bytes = static_cast<double>(self.element_size()) *
-      (static_cast<double>(self.numel()) + mat2.numel() + out_numel);
-}
-
 }  // namespace
 
 bool grouped_mm_upstream_takes(
@@ -180,6 +155,11 @@ bool grouped_mm_upstream_takes(
     const std::optional<Tensor>& offs,
     const std::optional<Tensor>& bias,
     std::optional<ScalarType> out_dtype) {
+  // A forced TORCH_GROUPED_MM_BACKEND names one of this project's kernel
+  // families; a bad value raises here, before any launch.
+  if (grouped_mm::requested_backend() != grouped_mm::Backend::kAuto) {
+    return false;
+  }
   const auto* props = at::cuda::getDeviceProperties(self.device().index());
   grouped_mm::CallFacts facts;
   facts.sm_major = props->major;
@@ -197,7 +177,6 @@ bool grouped_mm_upstream_takes(
   // The CUDA runtime torch itself was built with.
   facts.upstream_cublaslt =
       at::detail::getCUDAHooks().versionCUDART() >= kCublasLtGroupedCudart;
-  set_work(self, mat2, facts);
   return grouped_mm::upstream_takes(facts);
 }
 

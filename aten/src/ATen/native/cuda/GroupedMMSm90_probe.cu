@@ -34,13 +34,18 @@ __global__ void sm90a_code_marker(int* out) {
 
 bool current_image_has_sm90a_code() {
   cudaFuncAttributes attributes{};
+  // An error an earlier launch left pending belongs to its caller: clear
+  // only the one this query sets.
+  const bool error_pending = cudaPeekAtLastError() != cudaSuccess;
   const cudaError_t error =
       cudaFuncGetAttributes(&attributes, sm90a_code_marker);
   if (error == cudaErrorInvalidDeviceFunction ||
       error == cudaErrorNoKernelImageForDevice) {
     // No image for this GPU at all. The error is not sticky: clear it, so
     // that the next launch check does not report it.
-    (void)cudaGetLastError();
+    if (!error_pending) {
+      (void)cudaGetLastError();
+    }
     return false;
   }
   C10_CUDA_CHECK(error);
