@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config,
     reason = extension_mode.cuda_tests_skip_reason()
     if reason is None:
         return
-    if os.environ.get(_ALLOW_CPU_ONLY_BUILD) != "1":
+    if os.environ.get("GROUPED_MM_TEST_ALLOW_CPU_ONLY_BUILD") != "1":
         raise pytest.UsageError(
             f"{reason}, but this machine has a GPU: rebuild it with nvcc "
             f"(./build.sh), or set {_ALLOW_CPU_ONLY_BUILD}=1 to skip the "
