@@ -252,7 +252,7 @@ def write_mbox(root: Path, series: Series, out: Path) -> Path:
     text = "".join(
         patch_series.render_patch(series, patch, f"[PATCH {i}/{total}]")
         for i, patch in enumerate(series.emitted, 1))
-    path = out / f"overlap-ops-{series.upstream.tag}.mbox"
+    path = out / f"grouped-mm-carveout-{series.upstream.tag}.mbox"
     path.write_text(text)
     return path
 

@@ -44,7 +44,7 @@ TEST_ROOT = "test/"
 MAX_ADDED_LINES = 4000
 # What no patch may name: this repository's extension (its Python package,
 # its C++ namespace, its OVERLAP_OPS_* switches) and its results folder.
-FORBIDDEN_NAMES = re.compile(r"(?i:overlap_ops)|results/")
+FORBIDDEN_NAMES = re.compile(r"(?i:overlap[_-]ops)|results/")
 
 
 @dataclasses.dataclass(frozen=True)
