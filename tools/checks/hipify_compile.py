@@ -156,8 +156,15 @@ def cuda_dispatch_kernels(repo: Path = REPO) -> set[str]:
     return names
 
 
+# The folders build_amd.py hipifies into the ROCm library. The series' C++
+# tests (aten/src/ATen/test/) are host-only and run on the CPU through
+# tools/checks/run_cpp_tests.sh.
+_LIBRARY_DIRS = ("aten/src/ATen/cuda/", "aten/src/ATen/native/cuda/")
+
+
 def main() -> int:
-    files = sorted(f for f in series_files() if _HIPIFIED.match(f))
+    files = sorted(f for f in series_files() if _HIPIFIED.match(f)
+                   and f.startswith(_LIBRARY_DIRS))
     units = [f for f in files if (REPO / f).is_file()
              and f.endswith((".cpp", ".cu"))]
     upstream = [f for f in files if not (REPO / f).exists()]
