@@ -64,17 +64,23 @@ if os.environ.get("GROUPED_MM_TEST_TF32") == "1":
 
 
 @contextlib.contextmanager
-def _backend(value):
-    """Sets TORCH_GROUPED_MM_BACKEND (read by the C++ at every call)."""
-    previous = os.environ.get(_BACKEND_ENV)
-    os.environ[_BACKEND_ENV] = value
+def _env(name, value):
+    """Sets environment variable `name` for the block (the C++ reads the
+    grouped-mm switches at every call), then restores it."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if previous is None:
-            del os.environ[_BACKEND_ENV]
+            del os.environ[name]
         else:
-            os.environ[_BACKEND_ENV] = previous
+            os.environ[name] = previous
+
+
+def _backend(value):
+    """Sets TORCH_GROUPED_MM_BACKEND for the block."""
+    return _env(_BACKEND_ENV, value)
 
 
 def _poison_allocator(shape, device, dtype):

@@ -55,6 +55,7 @@ from launched_kernels import (  # noqa: E402
 from test_grouped_mm import (  # noqa: E402
     _BACKEND_ENV,
     _backend,
+    _env,
     _grouped_mm,
     _randn,
     DTYPES,
@@ -157,18 +158,9 @@ def _allow_tf32(allowed):
         torch.backends.cuda.matmul.allow_tf32 = previous
 
 
-@contextlib.contextmanager
 def _checked_offsets(value):
-    """Sets TORCH_GROUPED_MM_CHECK_OFFSETS (read at every call)."""
-    previous = os.environ.get(_CHECK_OFFSETS_ENV)
-    os.environ[_CHECK_OFFSETS_ENV] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ[_CHECK_OFFSETS_ENV]
-        else:
-            os.environ[_CHECK_OFFSETS_ENV] = previous
+    """Sets TORCH_GROUPED_MM_CHECK_OFFSETS for the block."""
+    return _env(_CHECK_OFFSETS_ENV, value)
 
 
 # The contract tests (layouts, dtypes, bias, out_dtype, zeroed tail, empty
