@@ -41,6 +41,7 @@ import compare_grouped_mm_runs as compare_runs  # noqa: E402
 import merge_grouped_mm_runs as merge_runs  # noqa: E402
 import bench_host_overhead as host_overhead  # noqa: E402
 import bench_carveout  # noqa: E402
+import bench_overlap  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from extension_mode import HAS_EXTENSION, overlap_ops  # noqa: E402,F401
@@ -1084,6 +1085,43 @@ class TestCarveoutBenchDtype(TestCase):
         with contextlib.redirect_stderr(io.StringIO()):
             with self.assertRaises(SystemExit):
                 bench_carveout._parse_args(["--dtype", "fp64"])
+
+
+class TestOverlapBenchMatchedK(TestCase):
+    """The overlap bench reports the hand-tuned (best) k against the k
+    matched to the communication's CTAs."""
+
+    def _result(self, k: int, step: float) -> "bench_overlap.Result":
+        return bench_overlap.Result("case", "synthetic", "ours", k, 1, 1.0,
+                                    1.0, 1.0, 1.0, 1.0, step)
+
+    def test_matched_k_is_always_measured(self) -> None:
+        args = bench_overlap._parse_args(
+            ["--single-gpu", "--synthetic-ctas", "20", "--carveouts", "0,16"])
+        self.assertEqual(bench_overlap.matched_k(args), 20)
+        self.assertEqual(bench_overlap.carveout_list(args), [0, 16, 20])
+        args = bench_overlap._parse_args(["--carveouts", "0,8", "--nccl-ctas",
+                                          "8"])
+        self.assertEqual(bench_overlap.carveout_list(args), [0, 8])
+        args = bench_overlap._parse_args(["--carveouts", "0,8"])
+        self.assertIsNone(bench_overlap.matched_k(args))
+
+    def test_best_and_matched_steps(self) -> None:
+        results = [self._result(0, 3.0), self._result(16, 1.5),
+                   self._result(32, 1.8)]
+        best = bench_overlap.best_k(results, matched_k=32)["case/synthetic/ours"]
+        self.assertEqual(best["k"], 16)
+        self.assertAlmostEqual(best["speedup_vs_k0"], 2.0)
+        self.assertEqual(best["matched_k"], 32)
+        self.assertAlmostEqual(best["matched_over_best"], 1.2)
+        meta = {"mode": "synthetic kernel", "device": "fake", "sms": 132,
+                "torch": "x", "matched_k": 32}
+        text = bench_overlap.markdown(results, {"case/synthetic/ours": best},
+                                      meta)
+        self.assertIn("| case/synthetic/ours | 16 | 1.500 | 3.000 | 2.00 | "
+                      "1.800 | 1.20 |", text)
+        unmatched = bench_overlap.best_k(results, matched_k=48)
+        self.assertIsNone(unmatched["case/synthetic/ours"]["step_ms_matched"])
 
 
 class TestCompareRuns(TestCase):

@@ -605,7 +605,8 @@ class _AutogradTests:
         same = op(base, torch.float32)
         self.assertNotEqual(same.data_ptr(), base.data_ptr())
         self.assertEqual(same, base, atol=0, rtol=0)
-        torch.library.opcheck(op.default, (base[:, :64], dtype))
+        torch.library.opcheck(torch.ops.aten._grouped_mm_grad_to.default,
+                              (base[:, :64], dtype))
         with self.assertRaisesRegex(RuntimeError, "casts float32 to"):
             op(base.to(dtype), torch.float32)
 

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace, device: torch.device) -> list[Result]:
     """Every case x collective x impl x k; returns all results."""
     suite = json.loads(args.shapes.read_text())
     cases = {c["name"]: c for c in suite["cases"]}
-    carveouts = [int(k) for k in args.carveouts.split(",") if k.strip()]
+    ks = carveout_list(args)
     impls = ["ours"] + (["stock"] if args.stock else [])
     collectives = (["synthetic"] if args.single_gpu
                    else [c for c in args.collectives.split(",") if c])
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace, device: torch.device) -> list[Result]:
             with torch.cuda.stream(comm_stream):
                 comm_alone = _time_alone(comm, args.iters, args.warmup)
             for impl in impls:
-                for k in carveouts:
+                for k in ks:
                     gemm_alone = _in_carveout(impl, k, lambda: _time_alone(
                         gemm, args.iters, args.warmup))
                     comm_t, gemm_t, step_t = _in_carveout(
@@ -265,9 +265,12 @@ def run(args: argparse.Namespace, device: torch.device) -> list[Result]:
     return results
 
 
-def best_k(results: list[Result]) -> dict[str, dict[str, object]]:
-    """Per case/collective/impl: the k with the shortest step, and its gain
-    over k = 0."""
+def best_k(results: list[Result],
+           matched_k: Optional[int] = None) -> dict[str, dict[str, object]]:
+    """Per case/collective/impl: the k with the shortest step (the
+    hand-tuned k), its gain over k = 0, and the step at ``matched_k``, the
+    k that matches the communication's CTAs (what ``sm_carveout("auto")``
+    picks)."""
     best = {}
     keys = sorted({(r.case, r.collective, r.impl) for r in results})
     for case, collective, impl in keys:
@@ -275,10 +278,15 @@ def best_k(results: list[Result]) -> dict[str, dict[str, object]]:
                  == (case, collective, impl)]
         top = min(group, key=lambda r: r.step_ms)
         base = next((r for r in group if r.k == 0), None)
+        matched = next((r for r in group if r.k == matched_k), None)
         best[f"{case}/{collective}/{impl}"] = {
             "k": top.k, "step_ms": top.step_ms,
             "step_ms_k0": base.step_ms if base else None,
             "speedup_vs_k0": (base.step_ms / top.step_ms) if base else None,
+            "matched_k": matched_k if matched else None,
+            "step_ms_matched": matched.step_ms if matched else None,
+            "matched_over_best": (matched.step_ms / top.step_ms)
+            if matched else None,
         }
     return best
 
@@ -303,16 +311,39 @@ def markdown(results: list[Result], best: dict[str, dict[str, object]],
             f"{r.comm_alone_ms:.3f} | {r.comm_under_load_ms:.3f} | "
             f"{r.gemm_alone_ms:.3f} | {r.gemm_under_load_ms:.3f} | "
             f"{r.step_ms:.3f} | {r.gemm_tflop / (r.gemm_under_load_ms * 1e-3):.0f} |")
-    lines += ["", "## Best k (shortest step)", "",
-              "| case/collective/impl | best k | step | step at k=0 | speedup |",
-              "|---|---|---|---|---|"]
+    def cell(value: object, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    lines += ["", "## Best k (shortest step) and the matched k", "",
+              "Matched k: the communication's CTAs "
+              f"({meta.get('matched_k') or 'none given'}), the k "
+              "`sm_carveout(\"auto\")` takes.", "",
+              "| case/collective/impl | best k | step | step at k=0 | "
+              "speedup | step at matched k | matched / best |",
+              "|---|---|---|---|---|---|---|"]
     for key, b in best.items():
-        speedup = b["speedup_vs_k0"]
         lines.append(
             f"| {key} | {b['k']} | {b['step_ms']:.3f} | "
-            f"{b['step_ms_k0'] if b['step_ms_k0'] is None else format(b['step_ms_k0'], '.3f')} | "
-            f"{'-' if speedup is None else format(speedup, '.2f')} |")
+            f"{cell(b['step_ms_k0'], '.3f')} | "
+            f"{cell(b['speedup_vs_k0'], '.2f')} | "
+            f"{cell(b['step_ms_matched'], '.3f')} | "
+            f"{cell(b['matched_over_best'], '.2f')} |")
     return "\n".join(lines) + "\n"
+
+
+def matched_k(args: argparse.Namespace) -> Optional[int]:
+    """The k that matches the communication's CTAs: the synthetic kernel's
+    on one GPU, NCCL's cap (--nccl-ctas) on several."""
+    return args.synthetic_ctas if args.single_gpu else args.nccl_ctas
+
+
+def carveout_list(args: argparse.Namespace) -> list[int]:
+    """--carveouts, with the matched k added so it is always measured."""
+    ks = [int(k) for k in args.carveouts.split(",") if k.strip()]
+    matched = matched_k(args)
+    if matched is not None and matched not in ks:
+        ks.append(matched)
+    return sorted(ks)
 
 
 def _init_distributed(nccl_ctas: Optional[int] = None) -> torch.device:
@@ -358,9 +389,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             torch.distributed.get_world_size(),
             "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE"),
             "synthetic_ctas": args.synthetic_ctas if args.single_gpu else None,
+            "matched_k": matched_k(args),
             "iters": args.iters}
     results = run(args, device)
-    best = best_k(results)
+    best = best_k(results, meta["matched_k"])
     if rank == 0:
         stem = "overlap_single_gpu" if args.single_gpu else "overlap"
         args.out.mkdir(parents=True, exist_ok=True)
@@ -379,7 +411,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         for key, b in best.items():
             speedup = b["speedup_vs_k0"]
             print(f"best k {key}: k={b['k']} step {b['step_ms']:.3f} ms"
-                  + ("" if speedup is None else f" ({speedup:.2f}x vs k=0)"))
+                  + ("" if speedup is None else f" ({speedup:.2f}x vs k=0)")
+                  + ("" if b["step_ms_matched"] is None else
+                     f"; matched k={b['matched_k']} step "
+                     f"{b['step_ms_matched']:.3f} ms "
+                     f"({b['matched_over_best']:.2f}x best)"))
     if not args.single_gpu:
         torch.distributed.destroy_process_group()
     return 0
