@@ -1040,6 +1040,8 @@ class TestHostOverhead(TestCase):
     def test_cpu_run_writes_both_impls_and_grad_modes(self) -> None:
         if not HAS_EXTENSION:
             self.skipTest("needs the overlap_ops extension")
+        routing = overlap_ops.route_torch_grouped_mm(True)
+        overlap_ops.route_torch_grouped_mm(routing)
         with tempfile.TemporaryDirectory() as tmp, \
                 contextlib.redirect_stdout(io.StringIO()) as stdout:
             status = host_overhead.main(["--calls", "20", "--repeats", "2",
@@ -1048,11 +1050,36 @@ class TestHostOverhead(TestCase):
         self.assertEqual(status, 0)
         self.assertIn("| ours | off |", stdout.getvalue())
         seen = {(r["impl"], r["grad_mode"]) for r in data["rows"]}
-        self.assertEqual(seen, {("ours", False), ("ours", True),
-                                ("stock", False), ("stock", True)})
-        ours = [r for r in data["rows"] if r["impl"] == "ours"]
-        self.assertTrue(all(r["us"] is not None and r["us"] > 0
-                            for r in ours), ours)
+        self.assertEqual(seen, {(impl, grad) for impl in ("ours", "routed",
+                                                          "stock")
+                                for grad in (False, True)})
+        for row in data["rows"]:
+            self.assertIsNotNone(row["us"], row)
+            self.assertGreater(row["us"], 0, row)
+            self.assertIsNone(row["gpu_held"], row)  # no hold on the CPU
+        self.assertIn("| routed | on |", stdout.getvalue())
+        # The routing the run found is restored.
+        self.assertEqual(overlap_ops.route_torch_grouped_mm(routing), routing)
+
+    def test_cuda_calls_stay_under_the_launch_queue(self) -> None:
+        most = (host_overhead.MAX_CUDA_LAUNCHES_PER_ROUND
+                // host_overhead.LAUNCHES_PER_CALL)
+        with contextlib.redirect_stderr(io.StringIO()) as stderr:
+            with self.assertRaises(SystemExit):
+                host_overhead.main(["--device", "cuda", "--calls",
+                                    str(most + 1)])
+        self.assertIn("launch queue", stderr.getvalue())
+
+    def test_render_flags_a_round_the_gpu_was_not_held_for(self) -> None:
+        meta = {"device": "fake", "torch": "x", "dtype": "bf16",
+                "shape": [4, 16, 32, 16], "repeats": 1, "calls": 1}
+        text = host_overhead.render(meta, [
+            {"impl": "ours", "grad_mode": False, "us": 10.0,
+             "gpu_held": False, "error": None},
+            {"impl": "stock", "grad_mode": False, "us": 9.0,
+             "gpu_held": True, "error": None}])
+        self.assertIn("| ours | off | 10.0 | no: the host waited", text)
+        self.assertIn("| stock | off | 9.0 | yes |", text)
 
     def test_bad_counts_are_refused(self) -> None:
         with contextlib.redirect_stderr(io.StringIO()):
