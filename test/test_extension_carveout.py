@@ -7,8 +7,8 @@ test_sm_carveout.py (the series' test) checks the GEMMs under
 (aten/src/ATen/test/cuda_sm_carveout_test.cpp,
 cuda_carveout_stream_cache_test.cpp) the policy and the cache.
 
-CPU tests cover the policy, the cache driven by the extension's counting
-double (torch_ext/csrc/testing/FakeCarveoutStreamBackend.h), and the
+CPU tests cover the policy, the cache driven by the C++ tests' counting
+double (aten/src/ATen/test/carveout_stream_fakes.h), and the
 context manager: the context setting and the dispatcher routes it changes,
 restored on exit and after an exception. CUDA tests check the context
 manager end to end and, through the cached green-context stream, that

@@ -255,6 +255,16 @@ class TestPatchTools(TestCase):
         self.assertIn("cuda_extra_test.cpp: aten/src/ATen/test/CMakeLists.txt "
                       "does not list it", report.failures[0])
 
+    def test_cpp_test_header_needs_no_cmake_line(self) -> None:
+        # A header beside the C++ tests is included by them, not built.
+        self._map_cpp_test("extra_test_model.h")
+        series = patch_series.build_series(self.root)
+        self.assertIn("aten/src/ATen/test/extra_test_model.h",
+                      [d.path for d in series.patches[1].new_files])
+        report = check_patches.Report()
+        check_patches._check_placement(self.root, series, report)
+        self.assertEqual(report.failures, [])
+
     def test_stale_patch_file_fails(self) -> None:
         (self.root / "patches/0009-old.patch").write_text("old\n")
         errors = self._generated_errors()

@@ -115,7 +115,7 @@ def hipblaslt_takes_sm_count_target(runtime_version: int) -> bool:
 # ---------------------------------------------------------------------------
 # Restricted-stream cache on a counting test double
 # (aten/src/ATen/cuda/CarveoutStreamCache.h,
-# torch_ext/csrc/testing/FakeCarveoutStreamBackend.h)
+# aten/src/ATen/test/carveout_stream_fakes.h)
 # ---------------------------------------------------------------------------
 
 

@@ -1,14 +1,13 @@
 // Test-only ops (namespace overlap_ops_testing) that expose the SM carveout
 // host logic to the CPU tests: the policy (aten/src/ATen/cuda/SMCarveout.h),
 // the ROCm CU mask (CUMask.h), and the restricted-stream cache
-// (CarveoutStreamCache.h) driven by the counting double of
-// FakeCarveoutStreamBackend.h. This file only routes to aten/ and to the
-// double; the carveout logic lives in aten/.
-
-#include "FakeCarveoutStreamBackend.h"
+// (CarveoutStreamCache.h) driven by the C++ tests' doubles
+// (ATen/test/carveout_stream_fakes.h). This file only routes to aten/ and to
+// the doubles; the carveout logic lives in aten/.
 
 #include <ATen/cuda/CUMask.h>
 #include <ATen/cuda/SMCarveout.h>
+#include <ATen/test/carveout_stream_fakes.h>
 
 #include <torch/library.h>
 
@@ -19,6 +18,27 @@
 
 namespace overlap_ops::testing {
 namespace {
+
+using at::cuda::testing::CarveoutRestriction;
+using at::cuda::testing::CarveoutScenario;
+using at::cuda::testing::CarveoutScenarioCounts;
+
+// The names of carveout_scenario_counts_as_list's entries, in order.
+std::vector<std::string> carveout_scenario_field_names() {
+  return {"streams_created", "events_created", "records", "waits",
+          "streams_destroyed", "events_destroyed", "cache_entries", "forks",
+          "pass_through", "wrong_stream", "ordering_violations",
+          "peak_live_streams"};
+}
+
+std::vector<int64_t> carveout_scenario_counts_as_list(
+    const CarveoutScenarioCounts& counts) {
+  return {counts.streams_created, counts.events_created, counts.records,
+          counts.waits, counts.streams_destroyed, counts.events_destroyed,
+          counts.cache_entries, counts.forks, counts.pass_through,
+          counts.wrong_stream, counts.ordering_violations,
+          counts.peak_live_streams};
+}
 
 std::vector<int64_t> as_int64(const std::vector<uint32_t>& words) {
   return std::vector<int64_t>(words.begin(), words.end());
@@ -131,7 +151,7 @@ std::vector<int64_t> run_scenario(
   scenario.max_entries = max_entries;
   scenario.restriction = std::move(restriction);
   return carveout_scenario_counts_as_list(
-      run_carveout_stream_scenario(scenario));
+      at::cuda::testing::run_carveout_stream_scenario(scenario));
 }
 
 // The cache on the double, restricting streams with ROCm's CU mask.
@@ -178,9 +198,10 @@ std::vector<int64_t> two_caller_streams_scenario(
     int64_t total_sms,
     int64_t min_partition,
     int64_t alignment) {
-  return run_two_caller_streams_scenario(
+  return at::cuda::testing::run_two_caller_streams_scenario(
       k_a, k_b,
-      green_context_restriction(total_sms, min_partition, alignment));
+      green_context_restriction(total_sms, min_partition, alignment)
+          .partition);
 }
 
 }  // namespace
