@@ -17,6 +17,11 @@
 #   bench     tools/bench/bench_grouped_mm.py $BENCH_ARGS
 #   carveout  carveout tests, the carveout and single-GPU overlap benches
 #   moe       MoE-layer tests and tools/bench/bench_moe_layer.py $MOE_ARGS
+#   host      host time per call (tools/bench/bench_host_overhead.py), on a
+#             tiny shape and a launch-bound one
+#   buildsh   ./build.sh as a user runs it: this machine's default compiler
+#             (CC/CXX unset), CPU-only so that it fits (OVERLAP_OPS_CUDA=0),
+#             installed into a throwaway folder; its log is buildsh.log
 # BUDGET_S bounds the whole run (default 560 s, under the device tool's
 # 600 s limit) so the tarball is always written.
 set -uo pipefail
@@ -112,6 +117,26 @@ for stage in "$@"; do
         | tee "$WORK/moe/test.log" | tail -10
       timeout "$(left)" python3 tools/bench/bench_moe_layer.py \
         --out "$WORK/moe" ${MOE_ARGS:-} 2>&1 | tail -30
+      ;;
+    host)
+      mkdir -p "$WORK/host"
+      for shape in "4 16 32 16" "4 512 1024 1024"; do
+        # shellcheck disable=SC2086  # the shape is four words on purpose
+        timeout 60 python3 tools/bench/bench_host_overhead.py --device cuda \
+          --dtype bf16 --shape $shape --out "$WORK/host/${shape// /x}" \
+          2>&1 | tail -9
+      done
+      ;;
+    buildsh)
+      # The extension goes to a throwaway folder, so that later stages keep
+      # the one `build` or `loadext` installed.
+      (unset CC CXX
+       # build.sh's own checks must import this build, not the other one.
+       export OVERLAP_OPS_CUDA=0 PIP_TARGET=/tmp/buildsh-site PIP_UPGRADE=1
+       export PYTHONPATH=/tmp/buildsh-site${PYTHONPATH:+:$PYTHONPATH}
+       timeout "$(left)" ./build.sh > "$WORK/buildsh.log" 2>&1
+       echo "build.sh rc=$?" >> "$WORK/buildsh.log")
+      grep -E "^==>|^build.sh|error check" "$WORK/buildsh.log" | tail -15
       ;;
     *)
       echo "gpu_run: unknown stage $stage" >&2
