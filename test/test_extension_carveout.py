@@ -390,6 +390,19 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         self.assertEqual(self._state(), before)
 
     @onlyCPU
+    def test_one_block_enters_once(self, device):
+        torch._C._set_sm_carveout_experimental(None)
+        block = overlap_ops.sm_carveout(8)
+        with block:
+            with self.assertRaisesRegex(RuntimeError, "already entered"):
+                with block:
+                    pass
+            self.assertEqual(torch._C._get_sm_carveout_experimental(), 8)
+        self.assertIsNone(torch._C._get_sm_carveout_experimental())
+        with block as k:  # entered again after leaving: fine
+            self.assertEqual(k, 8)
+
+    @onlyCPU
     @dtypes(torch.float32, torch.float64)
     def test_cpu_gemms_unchanged_inside(self, device, dtype):
         a = torch.randn(33, 17, dtype=dtype)
@@ -398,6 +411,60 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         with overlap_ops.sm_carveout(8):
             self.assertEqual(a @ b, expected)
             self.assertEqual(torch.addmm(expected, a, b), 2 * expected)
+
+    def _carveout_and_grouped_route(self) -> tuple[Optional[int], bool]:
+        return torch._C._get_sm_carveout_experimental(), _grouped_routed()
+
+    @onlyCPU
+    def test_compile_and_the_context_manager(self, device):
+        # Documented in docs/DESIGN.md. Entering and leaving a block change
+        # process state, so Dynamo must never trace them: a trace would run
+        # them at compile time, and a failed one would leave k set. A block
+        # inside compiled code breaks the graph and runs eagerly, with k set
+        # inside and restored after, from the first call on; fullgraph=True
+        # refuses it. Compiled code called inside a block sees k.
+        a = torch.randn(16, 8)
+        b = torch.randn(8, 4)
+        seen = []
+
+        @torch.compiler.disable
+        def probe():
+            seen.append((torch._C._get_sm_carveout_experimental(),
+                         _grouped_routed()))
+
+        def block_inside(x, y):
+            with overlap_ops.sm_carveout(8):
+                z = x @ y
+                probe()
+            return z.relu()
+
+        def plain(x, y):
+            probe()
+            return (x @ y).relu()
+
+        overlap_ops.route_torch_grouped_mm(False)
+        torch._C._set_sm_carveout_experimental(None)
+        expected = (a @ b).relu()
+        torch._dynamo.reset()
+        try:
+            with self.assertRaises(Exception):
+                torch.compile(block_inside, fullgraph=True)(a, b)
+            self.assertEqual(self._carveout_and_grouped_route(), (None, False))
+            torch._dynamo.reset()
+            compiled = torch.compile(block_inside)
+            for _ in range(2):
+                self.assertEqual(compiled(a, b), expected)
+                self.assertEqual(self._carveout_and_grouped_route(), (None, False))
+            self.assertEqual(seen, [(8, True), (8, True)])
+            seen.clear()
+            torch._dynamo.reset()
+            compiled = torch.compile(plain)
+            with overlap_ops.sm_carveout(8):
+                self.assertEqual(compiled(a, b), expected)
+            self.assertEqual(seen, [(8, True)])
+            self.assertEqual(self._carveout_and_grouped_route(), (None, False))
+        finally:
+            torch._dynamo.reset()
 
     # ------------------------------------------------------------------
     # CUDA: the context manager and the green-context partition

@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -191,8 +191,47 @@ def carveout_of(process_group: Any = None) -> int:
     return max_ctas
 
 
-@contextlib.contextmanager
-def sm_carveout(k: Any, process_group: Any = None) -> Iterator[int]:
+class _SMCarveoutBlock:
+    """The context manager :func:`sm_carveout` returns.
+
+    Entering and leaving change process state (the carveout setting, the
+    dispatcher routes), so torch.compile must never trace them: a trace
+    would run them at compile time, and a failed or partial one would leave
+    the setting behind. Dynamo runs them eagerly instead and breaks the
+    graph around the block.
+    """
+
+    def __init__(self, k: int) -> None:
+        self._k = k
+        self._restore: Optional[contextlib.ExitStack] = None
+
+    @torch.compiler.disable
+    def __enter__(self) -> int:
+        if self._restore is not None:
+            raise RuntimeError(
+                "sm_carveout: this block is already entered; call "
+                "sm_carveout(k) again for a nested block")
+        k = self._k
+        restore = contextlib.ExitStack()
+        restore.callback(torch._C._set_sm_carveout_experimental,
+                         torch._C._get_sm_carveout_experimental())
+        torch._C._set_sm_carveout_experimental(k if k else None)
+        if k:
+            _route_carveout_gemms_once()
+            restore.callback(route_torch_grouped_mm,
+                             route_torch_grouped_mm(True))
+        self._restore = restore
+        return k
+
+    @torch.compiler.disable
+    def __exit__(self, *exc_info: Any) -> None:
+        restore, self._restore = self._restore, None
+        if restore is not None:
+            restore.close()
+
+
+@torch.compiler.disable
+def sm_carveout(k: Any, process_group: Any = None) -> _SMCarveoutBlock:
     """Makes every GEMM inside the block leave ``k`` SMs free.
 
     Example::
@@ -200,6 +239,10 @@ def sm_carveout(k: Any, process_group: Any = None) -> Iterator[int]:
         with overlap_ops.sm_carveout(16):
             out = x @ w          # at most SMs - 16 SMs
             dist.all_gather_into_tensor(...)  # on the 16 left free
+
+    Under ``torch.compile``, call compiled code inside the block rather than
+    putting the block inside compiled code: there the block breaks the graph
+    and runs eagerly (``fullgraph=True`` refuses it); see docs/DESIGN.md.
 
     Args:
         k: SMs to leave free, ``0 <= k < SMs`` of the current device; None or
@@ -209,8 +252,8 @@ def sm_carveout(k: Any, process_group: Any = None) -> Iterator[int]:
         process_group: for ``"auto"``: the NCCL group (default: the default
             group).
 
-    Yields:
-        ``k`` as an int (0 for None).
+    Returns:
+        A context manager; ``with`` gives ``k`` as an int (0 for None).
 
     Raises:
         TypeError, RuntimeError: see :func:`check_sm_carveout`; nothing has
@@ -218,13 +261,4 @@ def sm_carveout(k: Any, process_group: Any = None) -> Iterator[int]:
     """
     if k == "auto":
         k = carveout_of(process_group)
-    k = check_sm_carveout(k)
-    with contextlib.ExitStack() as restore:
-        restore.callback(torch._C._set_sm_carveout_experimental,
-                         torch._C._get_sm_carveout_experimental())
-        torch._C._set_sm_carveout_experimental(k if k else None)
-        if k:
-            _route_carveout_gemms_once()
-            restore.callback(route_torch_grouped_mm,
-                             route_torch_grouped_mm(True))
-        yield k
+    return _SMCarveoutBlock(check_sm_carveout(k))
