@@ -102,6 +102,52 @@ class TestExtensionGroupedMMSwitches(TestCase):
             self.assertTrue(_testing.checked_offsets())
 
     @onlyCPU
+    def test_switches_inside_compiled_code(self, device):
+        # The routing and checked-offsets switches are process state:
+        # torch.compile must run them eagerly, never at trace time, so that
+        # neither a failed fullgraph trace nor the first compiled call
+        # leaves them changed (docs/DESIGN.md, torch.compile and the
+        # carveout).
+        x = torch.randn(4, 4)
+        seen = []
+
+        @torch.compiler.disable
+        def probe():
+            seen.append((_testing.checked_offsets(),
+                         overlap_ops.route_torch_grouped_mm(True)))
+            overlap_ops.route_torch_grouped_mm(seen[-1][1])
+
+        def switched(t):
+            with overlap_ops.routed_torch_grouped_mm(False), \
+                    overlap_ops.checked_offsets(True):
+                probe()
+                t = t * 2
+            return t + 1
+
+        def state():
+            routed = overlap_ops.route_torch_grouped_mm(True)
+            overlap_ops.route_torch_grouped_mm(routed)
+            return _testing.checked_offsets(), routed
+
+        overlap_ops.set_checked_offsets(False)
+        overlap_ops.route_torch_grouped_mm(True)
+        before = state()
+        torch._dynamo.reset()
+        try:
+            with self.assertRaises(Exception):
+                torch.compile(switched, fullgraph=True)(x)
+            self.assertEqual(state(), before)
+            torch._dynamo.reset()
+            compiled = torch.compile(switched)
+            for _ in range(2):
+                self.assertEqual(compiled(x), x * 2 + 1)
+                self.assertEqual(state(), before)
+            self.assertEqual(seen, [(True, False), (True, False)])
+        finally:
+            torch._dynamo.reset()
+            overlap_ops.set_checked_offsets(None)
+
+    @onlyCPU
     def test_checked_offsets_environment(self, device):
         # The switch falls back to TORCH_GROUPED_MM_CHECK_OFFSETS, read at every
         # call, and the context manager hands it back on exit (it used to

@@ -10,26 +10,39 @@ call until :func:`set_checked_offsets` overrides it).
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
+from typing import Any
 
 import torch
 
 
+@torch.compiler.disable
 def set_checked_offsets(enabled: bool | None) -> None:
     """Turns checked mode on or off for the whole process; ``None`` hands it
-    back to ``TORCH_GROUPED_MM_CHECK_OFFSETS``."""
+    back to ``TORCH_GROUPED_MM_CHECK_OFFSETS``. Process state, so
+    torch.compile never traces it (it breaks the graph instead)."""
     torch.ops.overlap_ops._set_checked_offsets(
         None if enabled is None else bool(enabled))
 
 
-@contextlib.contextmanager
-def checked_offsets(enabled: bool = True) -> Iterator[None]:
+class _CheckedOffsetsBlock:
+    """What :func:`checked_offsets` returns. torch.compile never traces
+    entering or leaving (it breaks the graph instead)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled
+        self._previous: list = []
+
+    @torch.compiler.disable
+    def __enter__(self) -> None:
+        self._previous.append(torch.ops.overlap_ops._checked_offsets_override())
+        set_checked_offsets(self._enabled)
+
+    @torch.compiler.disable
+    def __exit__(self, *exc_info: Any) -> None:
+        set_checked_offsets(self._previous.pop())
+
+
+def checked_offsets(enabled: bool = True) -> _CheckedOffsetsBlock:
     """Context manager form of :func:`set_checked_offsets`. On exit the
     switch is what it was before, the environment variable included."""
-    previous = torch.ops.overlap_ops._checked_offsets_override()
-    set_checked_offsets(enabled)
-    try:
-        yield
-    finally:
-        set_checked_offsets(previous)
+    return _CheckedOffsetsBlock(enabled)

@@ -18,8 +18,7 @@ one place where stock registers that meta (``torch/_meta_registrations.py``).
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
+from typing import Any
 
 import torch
 
@@ -44,18 +43,32 @@ def _swap_meta_kernel(enabled: bool) -> None:
     op._dispatch_cache.clear()
 
 
+@torch.compiler.disable
 def route_torch_grouped_mm(enabled: bool = True) -> bool:
-    """Turns routing on or off; returns whether it was on before."""
+    """Turns routing on or off; returns whether it was on before. Process
+    state, so torch.compile never traces it (it breaks the graph instead)."""
     previous = bool(torch.ops.overlap_ops._route_aten_grouped_mm(bool(enabled)))
     _swap_meta_kernel(bool(enabled))
     return previous
 
 
-@contextlib.contextmanager
-def routed_torch_grouped_mm(enabled: bool = True) -> Iterator[None]:
+class _RoutedBlock:
+    """What :func:`routed_torch_grouped_mm` returns. torch.compile never
+    traces entering or leaving (it breaks the graph instead)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled
+        self._previous: list[bool] = []
+
+    @torch.compiler.disable
+    def __enter__(self) -> None:
+        self._previous.append(route_torch_grouped_mm(self._enabled))
+
+    @torch.compiler.disable
+    def __exit__(self, *exc_info: Any) -> None:
+        route_torch_grouped_mm(self._previous.pop())
+
+
+def routed_torch_grouped_mm(enabled: bool = True) -> _RoutedBlock:
     """Routes ``torch._grouped_mm`` inside the block; restores on exit."""
-    previous = route_torch_grouped_mm(enabled)
-    try:
-        yield
-    finally:
-        route_torch_grouped_mm(previous)
+    return _RoutedBlock(enabled)
