@@ -390,6 +390,21 @@ sm_carveout: k = 125 leaves 7 of 132 SMs, fewer than the smallest green-context 
         self.assertEqual(self._state(), before)
 
     @onlyCPU
+    def test_failed_entry_changes_nothing(self, device):
+        torch._C._set_sm_carveout_experimental(2)
+        before = self._state()
+
+        def fail():
+            raise RuntimeError("registration failed")
+
+        with unittest.mock.patch.object(carveout_mod,
+                                        "_route_carveout_gemms_once", fail):
+            with self.assertRaisesRegex(RuntimeError, "registration failed"):
+                with overlap_ops.sm_carveout(8):
+                    self.fail("the block must not run")
+        self.assertEqual(self._state(), before)
+
+    @onlyCPU
     def test_one_block_enters_once(self, device):
         torch._C._set_sm_carveout_experimental(None)
         block = overlap_ops.sm_carveout(8)

@@ -212,15 +212,15 @@ class _SMCarveoutBlock:
                 "sm_carveout: this block is already entered; call "
                 "sm_carveout(k) again for a nested block")
         k = self._k
-        restore = contextlib.ExitStack()
-        restore.callback(torch._C._set_sm_carveout_experimental,
-                         torch._C._get_sm_carveout_experimental())
-        torch._C._set_sm_carveout_experimental(k if k else None)
-        if k:
-            _route_carveout_gemms_once()
-            restore.callback(route_torch_grouped_mm,
-                             route_torch_grouped_mm(True))
-        self._restore = restore
+        with contextlib.ExitStack() as restore:  # undoes a partial entry
+            restore.callback(torch._C._set_sm_carveout_experimental,
+                             torch._C._get_sm_carveout_experimental())
+            torch._C._set_sm_carveout_experimental(k if k else None)
+            if k:
+                _route_carveout_gemms_once()
+                restore.callback(route_torch_grouped_mm,
+                                 route_torch_grouped_mm(True))
+            self._restore = restore.pop_all()
         return k
 
     @torch.compiler.disable
