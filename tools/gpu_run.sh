@@ -19,6 +19,9 @@
 #   moe       MoE-layer tests and tools/bench/bench_moe_layer.py $MOE_ARGS
 #   host      host time per call (tools/bench/bench_host_overhead.py), on a
 #             tiny shape and a launch-bound one
+#   ncu       Nsight Compute on one GEMM launch per NCU_ROWS entry, each
+#             "shapes-file:case:dist:pass:impl" (profile_grouped_mm.py);
+#             one text report per row under ncu/
 #   buildsh   ./build.sh as a user runs it: this machine's default compiler
 #             (CC/CXX unset), CPU-only so that it fits (OVERLAP_OPS_CUDA=0),
 #             installed into a throwaway folder; its log is buildsh.log
@@ -125,6 +128,26 @@ for stage in "$@"; do
         timeout 60 python3 tools/bench/bench_host_overhead.py --device cuda \
           --dtype bf16 --shape $shape --out "$WORK/host/${shape// /x}" \
           2>&1 | tail -9
+      done
+      ;;
+    ncu)
+      mkdir -p "$WORK/ncu"
+      for row in ${NCU_ROWS:-}; do
+        IFS=: read -r shapes case dist pass impl <<< "$row"
+        log=$WORK/ncu/${case}_${dist}_${pass}_$impl.txt
+        # The GEMM kernels only (CUTLASS's device_kernel, cuBLAS's nvjet);
+        # the skip passes over the warm-up calls.
+        timeout 120 ncu --launch-skip 2 --launch-count 1 \
+          -k "regex:device_kernel|nvjet|xmma" \
+          --section SpeedOfLight --section LaunchStats \
+          --section Occupancy --section MemoryWorkloadAnalysis \
+          --section WarpStateStats --section SchedulerStats \
+          python3 tools/bench/profile_grouped_mm.py --shapes "bench/$shapes" \
+          --case "$case" --dist "$dist" --pass "$pass" --impl "$impl" \
+          > "$log" 2>&1
+        echo "ncu $row rc=$?"
+        grep -E "device_kernel|nvjet|Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|Registers Per|Grid Size|Cluster Size|Achieved Occupancy" \
+          "$log" | cut -c1-160 | head -12
       done
       ;;
     buildsh)
