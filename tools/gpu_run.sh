@@ -16,6 +16,7 @@
 #             once per backend (SANITIZE_BACKENDS, default "auto sm80 generic")
 #   bench     tools/bench/bench_grouped_mm.py $BENCH_ARGS
 #   carveout  carveout tests, the carveout and single-GPU overlap benches
+#   proxy     the single-GPU overlap proxy alone (bench_overlap --single-gpu)
 #   moe       MoE-layer tests and tools/bench/bench_moe_layer.py $MOE_ARGS
 #   host      host time per call (tools/bench/bench_host_overhead.py), on a
 #             tiny shape and a launch-bound one
@@ -113,6 +114,11 @@ for stage in "$@"; do
         --out "$WORK/carveout" 2>&1 | tail -20
       timeout 90 python3 tools/bench/bench_overlap.py --single-gpu \
         --out "$WORK/carveout" 2>&1 | tail -20
+      ;;
+    proxy)
+      mkdir -p "$WORK/carveout"
+      timeout 120 python3 tools/bench/bench_overlap.py --single-gpu \
+        --out "$WORK/carveout" 2>&1 | tail -25
       ;;
     moe)
       mkdir -p "$WORK/moe"
