@@ -59,6 +59,13 @@ _CONTRACT_SUBSET = (
 )
 
 
+def _routed() -> bool:
+    """Whether torch._grouped_mm is routed now (asked without changing it)."""
+    routed = overlap_ops.route_torch_grouped_mm(True)
+    overlap_ops.route_torch_grouped_mm(routed)
+    return routed
+
+
 def _testing_ops():
     """The extension's test-only ops (torch_ext/csrc/testing/)."""
     return torch.ops.overlap_ops_testing
@@ -146,6 +153,115 @@ class TestExtensionGroupedMMSwitches(TestCase):
         finally:
             torch._dynamo.reset()
             overlap_ops.set_checked_offsets(None)
+
+    @onlyCPU
+    def test_set_checked_offsets_inside_compiled_code(self, device):
+        # The setter itself, not only the block, runs eagerly: a fullgraph
+        # trace refuses it and leaves the switch as it was.
+        def f(t):
+            overlap_ops.set_checked_offsets(True)
+            return t + 1
+
+        overlap_ops.set_checked_offsets(False)
+        torch._dynamo.reset()
+        try:
+            with self.assertRaises(Exception):
+                torch.compile(f, fullgraph=True)(torch.randn(2))
+            self.assertFalse(_testing.checked_offsets())
+        finally:
+            torch._dynamo.reset()
+            overlap_ops.set_checked_offsets(None)
+
+    @onlyCPU
+    def test_checked_offsets_block_defaults_to_on(self, device):
+        overlap_ops.set_checked_offsets(False)
+        try:
+            with overlap_ops.checked_offsets():
+                self.assertTrue(_testing.checked_offsets())
+            self.assertFalse(_testing.checked_offsets())
+        finally:
+            overlap_ops.set_checked_offsets(None)
+
+    @onlyCPU
+    def test_blocks_restore_and_reraise(self, device):
+        # Each block hands its switch back when its body raises, and lets
+        # the exception through.
+        overlap_ops.set_checked_offsets(False)
+        try:
+            for block, state, inside in (
+                    (overlap_ops.checked_offsets(True),
+                     _testing.checked_offsets, True),
+                    (overlap_ops.routed_torch_grouped_mm(True),
+                     _routed, True),
+                    (overlap_ops.sm_carveout(0),
+                     torch._C._get_sm_carveout_experimental, None)):
+                before = state()
+                with self.assertRaisesRegex(ValueError, "boom"):
+                    with block:
+                        self.assertEqual(state(), inside)
+                        raise ValueError("boom")
+                self.assertEqual(state(), before)
+        finally:
+            overlap_ops.set_checked_offsets(None)
+
+    @onlyCPU
+    def test_reused_routing_block_nests(self, device):
+        # One block object entered twice restores in last-in, first-out
+        # order.
+        off = overlap_ops.routed_torch_grouped_mm(False)
+        with off:
+            overlap_ops.route_torch_grouped_mm(True)
+            with off:
+                self.assertFalse(_routed())
+            self.assertTrue(_routed())
+        self.assertFalse(_routed())
+
+    @onlyCPU
+    def test_routing_swaps_the_meta_kernel_and_restores_stock(self, device):
+        op = torch.ops.aten._grouped_mm.default
+        # Stock's own Python meta kernel, where this torch has one.
+        stock = getattr(torch._meta_registrations, "meta_grouped_mm", None)
+        if stock is None:
+            stock = op.py_kernels.get(torch._C.DispatchKey.Meta)
+        self.assertIs(op.py_kernels.get(torch._C.DispatchKey.Meta), stock)
+        with overlap_ops.routed_torch_grouped_mm():
+            self.assertIs(op.py_kernels.get(torch._C.DispatchKey.Meta),
+                          overlap_ops._fake._grouped_mm_fake)
+        self.assertIs(op.py_kernels.get(torch._C.DispatchKey.Meta), stock)
+
+    @onlyCPU
+    def test_routed_fake_call_after_a_stock_one(self, device):
+        # A fake call made before routing (stock's meta kernel, which
+        # rejects float32) does not keep stock's kernel for later calls.
+        from torch._dispatch.python import enable_python_dispatcher
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        op = torch.ops.aten._grouped_mm.default
+        with enable_python_dispatcher():
+            with FakeTensorMode():
+                op(torch.empty(8, 8, dtype=torch.bfloat16),
+                   torch.empty(3, 8, 16, dtype=torch.bfloat16),
+                   torch.empty(3, dtype=torch.int32))
+            with overlap_ops.routed_torch_grouped_mm(), FakeTensorMode():
+                out = op(torch.empty(8, 8), torch.empty(3, 8, 6),
+                         torch.empty(3, dtype=torch.int32))
+            self.assertEqual((out.shape, out.dtype),
+                             ((8, 6), torch.float32))
+
+    @dtypes(torch.bfloat16)
+    def test_python_entry_passes_bias_and_out_dtype(self, device, dtype):
+        if device.startswith("cuda") and not overlap_ops.has_cuda_kernels():
+            self.skipTest("a CPU-only build of overlap_ops")
+        a = _randn(9, 8, device=device, dtype=dtype)
+        b = _randn(3, 8, 6, device=device, dtype=dtype)
+        bias = _randn(3, 6, device=device, dtype=dtype)
+        offs = make_offsets([3, 0, 6], device)
+        out = overlap_ops.grouped_mm(a, b, offs=offs, bias=bias,
+                                     out_dtype=torch.float32)
+        self.assertEqual(out.dtype, torch.float32)
+        ref = reference_grouped_mm(a, b, offs, bias)
+        assert_matches_reference(
+            self, out, ref, 2, 3, offs,
+            tolerance(dtype, self.device_type, torch.float32))
 
     @onlyCPU
     def test_checked_offsets_environment(self, device):

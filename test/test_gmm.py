@@ -46,6 +46,21 @@ class TestGmm(TestCase):
         self.assertEqual(b.grad.shape, b.shape)
         self.assertEqual(a.grad.shape, a.shape)
 
+    def test_trans_b_defaults_to_false(self, device):
+        a = torch.randn(6, 8, device=device)
+        b = torch.randn(2, 8, 5, device=device)
+        out = overlap_ops.gmm(a, b, torch.tensor([2, 4], device=device))
+        want = torch.cat([a[:2].double() @ b[0].double(),
+                          a[2:].double() @ b[1].double()])
+        self.assertEqual(out.double(), want, atol=1e-5, rtol=1e-5)
+
+    def test_rejects_a_scalar(self, device):
+        with self.assertRaisesRegex(ValueError, "1-D integer tensor, got "
+                                    "0-D"):
+            overlap_ops.gmm(torch.randn(3, 2, device=device),
+                            torch.randn(1, 2, 2, device=device),
+                            torch.tensor(3, device=device))
+
     def test_rejects_float_sizes(self, device):
         with self.assertRaisesRegex(ValueError, "1-D integer tensor, got "
                                     "1-D torch.float32"):

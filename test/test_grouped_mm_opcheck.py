@@ -115,6 +115,16 @@ class TestGroupedMMOpcheck(TestCase):
                 grad, torch.float16)
         self.assertEqual((sums.shape, sums.dtype), ((3, 6), torch.bfloat16))
         self.assertEqual((cast.shape, cast.dtype), ((8, 6), torch.float16))
+        # Batched (3d x 3d) column sums: one row per batch entry. The cast
+        # of a transposed gradient is contiguous, as the real kernel's.
+        with FakeTensorMode():
+            batched = torch.ops.overlap_ops._group_column_sums(
+                torch.empty(3, 4, 6, device=device), None, torch.float32)
+            cast_t = torch.ops.overlap_ops._grouped_mm_grad_to(
+                torch.empty(6, 8, device=device).t(), torch.bfloat16)
+        self.assertEqual(batched.shape, (3, 6))
+        self.assertEqual(cast_t.shape, (8, 6))
+        self.assertTrue(cast_t.is_contiguous())
 
 
 instantiate_device_type_tests(TestGroupedMMOpcheck, globals(),

@@ -177,6 +177,69 @@ class TestMoE(TestCase):
         for got, p in zip(grads, layer.parameters()):
             self.assertEqual(got, p.grad)
 
+    def test_route_gives_float32_softmax_weights(self, device):
+        # bf16 logits softmaxed in bf16 lose the weights' low bits.
+        x = torch.randn(8, 16, device=device, dtype=torch.bfloat16)
+        w = torch.randn(4, 16, device=device, dtype=torch.bfloat16)
+        top_p, top_e = moe.route(x, w, 2)
+        self.assertEqual((top_p.dtype, top_e.dtype),
+                         (torch.float32, torch.int64))
+        want = F.linear(x, w).float().softmax(-1).topk(2)
+        self.assertEqual(top_p, want.values, atol=1e-6, rtol=1e-6)
+        self.assertEqual(top_e, want.indices)
+
+    def test_combine_accumulates_in_float32(self, device):
+        # Each token's weighted sum over its top-k rows, rounded once to
+        # bf16: a bf16 accumulation rounds k times and misses many.
+        tokens, experts, top_k, dim = 64, 8, 4, 256
+        y = torch.randn(tokens * top_k, dim, device=device,
+                        dtype=torch.bfloat16)
+        top_p, top_e = torch.randn(tokens, experts, device=device) \
+            .softmax(-1).topk(top_k)
+        perm = moe.permute(top_e, experts)
+        out = moe.combine(y, perm, top_p)
+        self.assertEqual(out.dtype, torch.bfloat16)
+        rows = y.double().index_select(0, perm.row_of_slot)
+        want = torch.einsum("tkd,tk->td", rows.view(tokens, top_k, dim),
+                            top_p.double()).to(torch.bfloat16)
+        mismatched = (out != want).double().mean().item()
+        self.assertLess(mismatched, 0.01)
+
+    def test_experts_init_by_fan_in(self, device):
+        # std 1/sqrt(fan_in): D for w13 (E, 2H, D), H for w2 (E, D, H).
+        torch.manual_seed(0)
+        dim, hidden = 64, 256
+        experts = moe.GroupedExperts(4, dim, hidden, device=device)
+        self.assertEqual(experts.w13.std().item() * dim ** 0.5, 1.0,
+                         atol=0.05, rtol=0)
+        self.assertEqual(experts.w2.std().item() * hidden ** 0.5, 1.0,
+                         atol=0.05, rtol=0)
+
+    def test_layer_passes_align_and_grouped_mm_to_the_experts(self, device):
+        calls = []
+
+        def spy(a, b, offs):
+            calls.append(offs.clone())
+            return overlap_ops.grouped_mm(a, b, offs)
+
+        torch.manual_seed(0)
+        layer = moe.MoE(16, 12, 6, 2, align=8, grouped_mm=spy,
+                        device=device)
+        x = torch.randn(11, 16, device=device)
+        self.assertLessEqual(_rel_err(layer(x), _reference_moe(layer, x)),
+                             1e-5)
+        self.assertEqual(len(calls), 2)  # w13 and w2
+        for offs in calls:
+            self.assertEqual((offs % 8).tolist(), [0] * 6)
+
+    def test_public_names(self, device):
+        # What the README documents, and nothing private.
+        self.assertEqual(sorted(moe.__all__),
+                         ["GroupedExperts", "MoE", "Permutation", "combine",
+                          "gather", "permute", "route"])
+        for name in moe.__all__:
+            self.assertTrue(hasattr(moe, name), name)
+
     @onlyCUDA
     @dtypes(torch.bfloat16)
     def test_training_step_no_host_sync_and_graph_replay(self, device,

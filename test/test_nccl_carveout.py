@@ -41,6 +41,24 @@ class TestNcclCarveout(TestCase):
         self.assertIs(overlap_ops.nccl_options(4, given), given)
         self.assertEqual(given.config.max_ctas, 4)
 
+    def test_options_lower_a_larger_minimum(self):
+        # A minimum above the cap would make NCCL ignore the cap.
+        given = dist.ProcessGroupNCCL.Options()
+        config = given.config
+        config.min_ctas = 32
+        given.config = config
+        options = overlap_ops.nccl_options(8, given)
+        self.assertEqual((options.config.min_ctas, options.config.max_ctas),
+                         (8, 8))
+
+    def test_carveout_of_refuses_a_zero_cap(self):
+        options = dist.ProcessGroupNCCL.Options()
+        config = options.config
+        config.max_ctas = 0
+        options.config = config
+        with self.assertRaisesRegex(RuntimeError, "no CTA cap"):
+            overlap_ops.carveout_of(_Group(options))
+
     def test_bad_k_is_refused(self):
         for k in (0, -3, 2.5, True, None):
             with self.assertRaisesRegex(ValueError, "k must be an int >= 1"):
