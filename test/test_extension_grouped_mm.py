@@ -132,9 +132,7 @@ class TestExtensionGroupedMMSwitches(TestCase):
             return t + 1
 
         def state():
-            routed = overlap_ops.route_torch_grouped_mm(True)
-            overlap_ops.route_torch_grouped_mm(routed)
-            return _testing.checked_offsets(), routed
+            return _testing.checked_offsets(), _routed()
 
         overlap_ops.set_checked_offsets(False)
         overlap_ops.route_torch_grouped_mm(True)
